@@ -1,0 +1,1 @@
+"""The ``ledger-deletion`` command line: one module per command group, assembled in ``main``."""

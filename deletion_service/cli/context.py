@@ -1,0 +1,73 @@
+"""Options every subcommand shares, gathered once by the root callback."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import typer
+
+#: Common options and whether each takes a value; accepted before or after the subcommand.
+COMMON_OPTIONS: dict[str, bool] = {
+    "--metadata-store": True,
+    "--bookkeeper-metadata-store": True,
+    "--broker-url": True,
+    "--web-service-url": True,
+    "--data-dir": True,
+    "--config": True,
+    "--json": False,
+    "--debug": False,
+}
+
+DEFAULT_DATA_DIR = Path("./ledger-deletion-data")
+
+
+@dataclass
+class CliContext:
+    metadata_store: str | None = None
+    bookkeeper_metadata_store: str | None = None
+    broker_url: str | None = None
+    web_service_url: str | None = None
+    data_dir: Path = DEFAULT_DATA_DIR
+    config: Path | None = None
+    json: bool = False
+    debug: bool = False
+
+    @property
+    def embedded(self) -> bool:
+        """No external store and no broker named: everything lives under ``data_dir``."""
+        return self.metadata_store is None and self.broker_url is None
+
+
+def get(ctx: typer.Context) -> CliContext:
+    obj = ctx.find_root().obj
+    assert isinstance(obj, CliContext), "root callback did not run"
+    return obj
+
+
+def hoist_common_options(argv: list[str]) -> list[str]:
+    """Move common options found after the subcommand to the front.
+
+    The contract lets operators write ``ledger-deletion inflight --json`` as
+    well as ``ledger-deletion --json inflight``; click only accepts group
+    options before the subcommand, so we reorder instead of declaring every
+    option on every command.  Everything after ``--`` is left alone.
+    """
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            rest.extend(argv[i:])
+            break
+        name = arg.split("=", 1)[0]
+        if name in COMMON_OPTIONS:
+            front.append(arg)
+            if COMMON_OPTIONS[name] and "=" not in arg and i + 1 < len(argv):
+                front.append(argv[i + 1])
+                i += 1
+        else:
+            rest.append(arg)
+        i += 1
+    return front + rest

@@ -1,0 +1,101 @@
+"""Entry point: assembles the command groups and turns errors into one line and an exit code."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from deletion_service.cli import context, demo, stubs
+from deletion_service.errors import EXIT_FAILURE, EXIT_USAGE, UserError
+
+HELP = """Delete Apache Pulsar ledgers safely: the two-phase protocol of PIP-186.
+
+Phase one (`trim`, `enqueue`, `scan-orphans --enqueue`) sends deletion requests
+to a system topic; phase two (`run`, the daemon) verifies each request against
+the metadata store and BookKeeper's ledger metadata, then deletes — or acks the
+request as still in use or mismatched, or parks it in the DLQ with a reason.
+
+With no --metadata-store and no --broker-url everything runs embedded under
+--data-dir (SQLite metadata, a local pulsar-lite broker, filesystem offload).
+Common options may be given before or after the subcommand.
+"""
+
+app = typer.Typer(
+    name="ledger-deletion", help=HELP, no_args_is_help=True, add_completion=False,
+    pretty_exceptions_enable=False, rich_markup_mode="markdown",
+)
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    metadata_store: Annotated[str | None, typer.Option(
+        help="zk://host:port[,host:port][/chroot] or sqlite:///path; default: embedded SQLite in --data-dir",
+        envvar="LEDGER_DELETION_METADATA_STORE")] = None,
+    bookkeeper_metadata_store: Annotated[str | None, typer.Option(
+        help="where BookKeeper's ledger metadata lives; default: the --metadata-store",
+        envvar="LEDGER_DELETION_BOOKKEEPER_METADATA_STORE")] = None,
+    broker_url: Annotated[str | None, typer.Option(
+        help="pulsar://host:6650; default: the embedded broker", envvar="LEDGER_DELETION_BROKER_URL")] = None,
+    web_service_url: Annotated[str | None, typer.Option(
+        help="http://broker:8080, for backlog stats on a real cluster",
+        envvar="LEDGER_DELETION_WEB_SERVICE_URL")] = None,
+    data_dir: Annotated[Path, typer.Option(help="where the embedded mode keeps its state")] = (
+        context.DEFAULT_DATA_DIR),
+    config: Annotated[Path | None, typer.Option(help="TOML config file (camelCase keys as in Pulsar)")] = None,
+    json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="show tracebacks and debug logs")] = False,
+) -> None:
+    ctx.obj = context.CliContext(
+        metadata_store=metadata_store, bookkeeper_metadata_store=bookkeeper_metadata_store,
+        broker_url=broker_url, web_service_url=web_service_url, data_dir=data_dir, config=config,
+        json=json, debug=debug,
+    )
+
+
+demo.register(app)
+stubs.register(app)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = context.hoist_common_options(list(sys.argv[1:] if argv is None else argv))
+    debug = "--debug" in args
+    try:
+        # Standalone mode: click prints usage errors itself and exits 2.
+        app(args=args, prog_name="ledger-deletion", standalone_mode=True)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else EXIT_FAILURE)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 - the one place that turns errors into a line
+        if debug:
+            raise
+        code, message = describe(e)
+        print(f"error: {message}", file=sys.stderr)
+        return code
+    return 0
+
+
+def describe(e: BaseException) -> tuple[int, str]:
+    """The exit code and one line for an error; unknown errors ask for --debug."""
+    from metastore import InvalidStoreUrl, MetadataStoreError
+
+    if isinstance(e, UserError):
+        return e.exit_code, str(e)
+    if isinstance(e, InvalidStoreUrl):
+        return EXIT_USAGE, str(e)
+    if isinstance(e, MetadataStoreError):
+        return EXIT_FAILURE, str(e)
+    if isinstance(e, PermissionError):
+        return EXIT_FAILURE, f"permission denied: {e.filename or e}: fix the permissions or choose another --data-dir"
+    if isinstance(e, OSError) and e.filename:
+        return EXIT_FAILURE, f"{e.strerror}: {e.filename}"
+    return EXIT_FAILURE, f"unexpected {type(e).__name__}: {e} (rerun with --debug for the traceback)"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

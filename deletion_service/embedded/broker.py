@@ -1,0 +1,173 @@
+"""The embedded broker: a supervised ``pulsar-lite`` process under ``<data-dir>/broker``.
+
+pulsar-lite binds its metrics endpoint to 0.0.0.0:8080 unless told otherwise,
+so we always write our own TOML with loopback addresses on free ports.  A
+``broker.json`` records {pid, serviceUrl, metricsUrl} so the next CLI call can
+reuse a running broker instead of starting a second one on the same data —
+but only when the pid is alive, its command line names this data dir and its
+port answers; a stale pid of ours is killed and replaced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from deletion_service.errors import UserError
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    pid: int
+    serviceUrl: str  # noqa: N815 - the broker.json contract's spelling
+    metricsUrl: str  # noqa: N815
+
+    @property
+    def port(self) -> int:
+        return int(self.serviceUrl.rsplit(":", 1)[1])
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def port_answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.3):
+            return True
+    except OSError:
+        return False
+
+
+def binary() -> str:
+    try:
+        from pulsar_lite.binary_finder import find_pulsar_lite_binary
+    except ImportError as e:  # pragma: no cover - a broken install
+        raise UserError("pulsar-lite is not installed: pip install pulsar-lite") from e
+    return str(find_pulsar_lite_binary())
+
+
+def write_config(broker_dir: Path, metrics_port: int, default_partitions: int = 0) -> Path:
+    cfg = broker_dir / "pulsar-lite.toml"
+    cfg.write_text(
+        f"default_partitions = {default_partitions}\n"
+        f'[metrics]\nenabled = true\naddr = "127.0.0.1:{metrics_port}"\n'
+    )
+    return cfg
+
+
+def spawn(broker_dir: Path, port: int, metrics_port: int, default_partitions: int = 0) -> subprocess.Popen:
+    """Start pulsar-lite detached (its own session), logging to ``broker_dir/broker.log``."""
+    broker_dir.mkdir(parents=True, exist_ok=True)
+    cfg = write_config(broker_dir, metrics_port, default_partitions)
+    with open(broker_dir / "broker.log", "ab") as log:
+        return subprocess.Popen(
+            [binary(), "--config", str(cfg), "--addr", f"127.0.0.1:{port}", "--db-path", str(broker_dir / "db")],
+            cwd=broker_dir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "info")}, start_new_session=True,
+        )
+
+
+def wait_ready(proc: subprocess.Popen, port: int, metrics_port: int, log: Path, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise UserError(f"embedded broker exited with {proc.returncode} at start; see {log}")
+        if port_answers(port) and port_answers(metrics_port):
+            return
+        time.sleep(0.05)
+    stop_pid(proc.pid)
+    raise UserError(f"embedded broker did not answer on 127.0.0.1:{port} within {timeout:g}s; see {log}")
+
+
+def stop_pid(pid: int, timeout: float = 10) -> None:
+    """SIGTERM, then SIGKILL after ``timeout``; only ever called with a pid we started."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with contextlib.suppress(ChildProcessError):
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return False  # our own child, now reaped
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+class EmbeddedBroker:
+    """Find or start the broker of one data dir."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.broker_dir = Path(data_dir).absolute() / "broker"
+        self.info_path = self.broker_dir / "broker.json"
+        self.owned = False  # True when this object started the process
+        self.info: BrokerInfo | None = None
+
+    def read_info(self) -> BrokerInfo | None:
+        try:
+            return BrokerInfo(**json.loads(self.info_path.read_text()))
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def is_ours_and_alive(self, info: BrokerInfo) -> bool:
+        return _alive(info.pid) and str(self.broker_dir / "db") in _cmdline(info.pid)
+
+    def ensure(self) -> BrokerInfo:
+        """Reuse the running broker of this data dir, or replace a stale one with a fresh start."""
+        info = self.read_info()
+        if info is not None:
+            if self.is_ours_and_alive(info) and port_answers(info.port):
+                self.info = info
+                return info
+            if self.is_ours_and_alive(info):
+                stop_pid(info.pid)  # alive but not answering: ours, so ours to replace
+        return self.start()
+
+    def start(self) -> BrokerInfo:
+        try:
+            self.broker_dir.mkdir(parents=True, exist_ok=True)
+        except PermissionError as e:
+            raise UserError(f"cannot create {self.broker_dir}: permission denied; choose another --data-dir") from e
+        port, metrics_port = free_port(), free_port()
+        proc = spawn(self.broker_dir, port, metrics_port)
+        wait_ready(proc, port, metrics_port, self.broker_dir / "broker.log")
+        info = BrokerInfo(proc.pid, f"pulsar://127.0.0.1:{port}", f"http://127.0.0.1:{metrics_port}/metrics")
+        self.info_path.write_text(json.dumps(asdict(info)) + "\n")
+        self.owned, self.info = True, info
+        return info
+
+    def stop(self) -> None:
+        """Stop the broker if this object started it."""
+        if self.owned and self.info is not None:
+            stop_pid(self.info.pid)
+            with contextlib.suppress(FileNotFoundError):
+                self.info_path.unlink()
+            self.owned = False

@@ -1,0 +1,31 @@
+"""Errors an operator can act on: the CLI prints their message as one line, no traceback."""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_NOT_IDLE = 3
+
+
+class UserError(Exception):
+    """A mistake or an unmet precondition the operator can fix; the message says how."""
+
+    exit_code = EXIT_FAILURE
+
+    def __init__(self, message: str, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class UsageError(UserError):
+    exit_code = EXIT_USAGE
+
+
+class NotBuiltYet(UserError):
+    """A subcommand of the contract that this version does not implement yet."""
+
+    def __init__(self, command: str, issue: int | None = None) -> None:
+        where = f" (tracked in issue {issue})" if issue else ""
+        super().__init__(f"'{command}' is not built yet in this version{where}")

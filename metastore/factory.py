@@ -1,0 +1,24 @@
+"""Open a metadata store from its URL: the only place that picks a backend."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from metastore.interface import MetadataStore
+from metastore.url import SqliteUrl, parse_store_url
+
+
+def open_store(url: str, digest_file: Path | None = None, connect_timeout_s: float = 5.0) -> MetadataStore:
+    """Connect to the store named by ``url``; errors are operator-readable.
+
+    Raises :class:`metastore.url.InvalidStoreUrl` for a malformed URL and
+    :class:`metastore.interface.MetadataStoreUnavailable` when it cannot be reached.
+    """
+    parsed = parse_store_url(url)
+    if isinstance(parsed, SqliteUrl):
+        from metastore.sqlite_store import SqliteMetadataStore
+
+        return SqliteMetadataStore(parsed.path)
+    from metastore.zookeeper_store import ZooKeeperMetadataStore
+
+    return ZooKeeperMetadataStore(parsed, digest_file=digest_file, connect_timeout_s=connect_timeout_s)

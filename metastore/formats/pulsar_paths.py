@@ -1,0 +1,169 @@
+"""Pulsar's metadata paths and names for a persistent topic.
+
+Pulsar names a managed ledger ``<tenant>/<ns>/persistent/<encoded local name>``
+(``TopicName#getPersistenceNamingEncoding``), where the local name is encoded
+with Java's ``URLEncoder`` (UTF-8, space -> ``+``, only ``A-Za-z0-9.-*_`` kept).
+That name appears in two places we must match byte for byte: the node path
+``/managed-ledgers/<name>`` and BookKeeper custom metadata
+``pulsar/managed-ledger=<name>`` -- a different encoding would make a live
+ledger look orphaned.  Cursor node names are the subscription, URL-encoded the
+same way (``Codec.encode``); schema ids use the partitioned topic's base name.
+
+Only V2 names (``persistent://tenant/ns/local``) are supported; V1 names with
+a cluster segment are refused rather than mapped by guesswork.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from urllib.parse import unquote_to_bytes
+
+MANAGED_LEDGERS_ROOT = "/managed-ledgers"
+SCHEMAS_ROOT = "/schemas"
+NAMESPACE_ROOT = "/namespace"
+DOMAIN = "persistent"
+PARTITION_SUFFIX = "-partition-"
+
+_SAFE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-*_")
+# NamedEntity.checkName in Pulsar: tenant and namespace names.
+_ENTITY = re.compile(r"[-=:.\w]+", re.ASCII)
+_PARTITION = re.compile(r"(.*)-partition-([0-9]+)", re.DOTALL)
+
+
+def url_encode(text: str) -> str:
+    """``java.net.URLEncoder.encode(text, UTF_8)``."""
+    out = []
+    for byte in text.encode("utf-8"):
+        if byte in _SAFE:
+            out.append(chr(byte))
+        elif byte == 0x20:
+            out.append("+")
+        else:
+            out.append(f"%{byte:02X}")
+    return "".join(out)
+
+
+def url_decode(text: str) -> str:
+    """``java.net.URLDecoder.decode(text, UTF_8)``, refusing malformed escapes."""
+    if re.search(r"%(?![0-9A-Fa-f]{2})", text):
+        raise ValueError(f"malformed %-escape in {text!r}")
+    try:
+        return unquote_to_bytes(text.replace("+", " ")).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{text!r} does not decode to UTF-8 ({exc})") from exc
+
+
+@dataclass(frozen=True)
+class TopicName:
+    """A persistent V2 topic: ``persistent://<tenant>/<namespace>/<local_name>``."""
+
+    tenant: str
+    namespace: str
+    local_name: str
+
+    def __post_init__(self) -> None:
+        for label, value in (("tenant", self.tenant), ("namespace", self.namespace)):
+            if not _ENTITY.fullmatch(value):
+                raise ValueError(f"invalid {label} {value!r} (allowed: letters, digits, - = : . _)")
+        if not self.local_name:
+            raise ValueError("empty topic local name")
+        if "/" in self.local_name:  # Pulsar would read t/ns/a/b as a V1 name
+            raise ValueError(f"topic local name {self.local_name!r} contains '/'")
+
+    def __str__(self) -> str:
+        return f"{DOMAIN}://{self.tenant}/{self.namespace}/{self.local_name}"
+
+    @property
+    def partition_index(self) -> int | None:
+        """N for ``<base>-partition-N``, else ``None``."""
+        match = _PARTITION.fullmatch(self.local_name)
+        return int(match.group(2)) if match else None
+
+    @property
+    def base(self) -> TopicName:
+        """The partitioned topic this partition belongs to (itself when not a partition)."""
+        match = _PARTITION.fullmatch(self.local_name)
+        return TopicName(self.tenant, self.namespace, match.group(1)) if match else self
+
+
+def parse_topic(name: str) -> TopicName:
+    """Parse ``persistent://t/ns/x``, ``t/ns/x`` or bare ``x`` (= ``public/default/x``, as Pulsar)."""
+    if "://" in name:
+        domain, rest = name.split("://", 1)
+        if domain != DOMAIN:
+            raise ValueError(f"{name!r}: only persistent topics have ledgers (domain {domain!r})")
+    else:
+        rest = name
+        if "/" not in rest:
+            rest = f"public/default/{rest}"
+    parts = rest.split("/", 3)
+    if len(parts) == 4:
+        raise ValueError(f"{name!r}: V1 topic names (tenant/cluster/namespace/topic) are not supported")
+    if len(parts) != 3:
+        raise ValueError(f"{name!r}: expected persistent://<tenant>/<namespace>/<topic>")
+    return TopicName(*parts)
+
+
+def _topic(topic: TopicName | str) -> TopicName:
+    return topic if isinstance(topic, TopicName) else parse_topic(topic)
+
+
+def managed_ledger_name(topic: TopicName | str) -> str:
+    """The managed-ledger name, as in BK custom metadata: ``t/ns/persistent/<encoded>``."""
+    t = _topic(topic)
+    return f"{t.tenant}/{t.namespace}/{DOMAIN}/{url_encode(t.local_name)}"
+
+
+def managed_ledger_path(topic: TopicName | str) -> str:
+    """``/managed-ledgers/t/ns/persistent/<encoded local name>``."""
+    return f"{MANAGED_LEDGERS_ROOT}/{managed_ledger_name(topic)}"
+
+
+def cursor_path(topic: TopicName | str, subscription: str) -> str:
+    """The cursor node: child of the managed-ledger node, named by the encoded subscription."""
+    if not subscription:
+        raise ValueError("empty subscription name")
+    return f"{managed_ledger_path(topic)}/{url_encode(subscription)}"
+
+
+def schema_id(topic: TopicName | str) -> str:
+    """Pulsar's schema id ``t/ns/<encoded base topic>`` (also BK's ``pulsar/schemaId``)."""
+    base = _topic(topic).base
+    return f"{base.tenant}/{base.namespace}/{url_encode(base.local_name)}"
+
+
+def schema_path(topic: TopicName | str) -> str:
+    """``/schemas/t/ns/<encoded base topic>``: partitions share their base topic's schema."""
+    return f"{SCHEMAS_ROOT}/{schema_id(topic)}"
+
+
+def namespace_ownership_prefix(topic_or_namespace: TopicName | str) -> str:
+    """``/namespace/<tenant>/<ns>`` for ``"tenant/ns"`` or a topic; bundle owners are children."""
+    is_namespace = isinstance(topic_or_namespace, str) and re.fullmatch(r"[^/:]+/[^/]+", topic_or_namespace)
+    if is_namespace:
+        tenant, namespace = str(topic_or_namespace).split("/")
+        TopicName(tenant, namespace, "x")  # validates both names
+    else:
+        t = _topic(topic_or_namespace)
+        tenant, namespace = t.tenant, t.namespace
+    return f"{NAMESPACE_ROOT}/{tenant}/{namespace}"
+
+
+def topic_from_managed_ledger_name(name: str) -> TopicName:
+    """Inverse of :func:`managed_ledger_name`; ``ValueError`` for non-topic names."""
+    parts = name.split("/")
+    if len(parts) != 4 or parts[2] != DOMAIN:
+        raise ValueError(f"{name!r} is not a managed-ledger name <tenant>/<ns>/persistent/<topic>")
+    local = url_decode(parts[3])
+    if url_encode(local) != parts[3]:
+        raise ValueError(f"{name!r}: topic part is not in Pulsar's URL encoding")
+    return TopicName(parts[0], parts[1], local)
+
+
+def topic_from_managed_ledger_path(path: str) -> TopicName:
+    """Inverse of :func:`managed_ledger_path`."""
+    prefix = MANAGED_LEDGERS_ROOT + "/"
+    if not path.startswith(prefix):
+        raise ValueError(f"{path!r} is not under {MANAGED_LEDGERS_ROOT}")
+    return topic_from_managed_ledger_name(path[len(prefix) :])

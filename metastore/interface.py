@@ -1,0 +1,266 @@
+"""The one contract every metadata backend implements.
+
+Pulsar and BookKeeper keep their state in ZooKeeper-shaped stores: a tree of
+nodes, each with bytes, a version that moves on every write, and a creation
+time.  The deletion protocol leans on two properties of that shape, so they are
+part of the contract rather than backend details:
+
+* compare-and-set on the version (the mark phase and the BookKeeper deletion
+  both act "at the version we verified", never blindly);
+* an atomic multi-op (check versions + puts + deletes, all or nothing), so a
+  batch of ledgers leaves a managed ledger's list in one write.
+
+Backends live beside this file (``zookeeper_store.py``, ``sqlite_store.py``);
+protocol code only ever sees :class:`MetadataStore`.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final
+
+#: ``expected_version`` for :meth:`MetadataStore.put`: create, fail if the node exists.
+ABSENT: Final = -1
+#: ``expected_version`` for :meth:`MetadataStore.put`/``delete``: whatever version is there.
+ANY: Final = -2
+
+#: ZooKeeper's default ``jute.maxbuffer`` is 1 MiB (1,048,575 bytes) for a whole
+#: request; a bigger one makes the server drop the connection, which clients then
+#: report as a connection loss rather than a size error.  We keep headroom for
+#: the path and request framing.
+DEFAULT_MAX_REQUEST_BYTES: Final = 1_048_575 - 8 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A node as read: its bytes, its version (0 after create) and its ctime in ms."""
+
+    data: bytes
+    version: int
+    ctime_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class CheckVersion:
+    """Multi-op step: fail the whole batch unless ``path`` is at ``version``."""
+
+    path: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class Put:
+    """Multi-op step: create (``ABSENT``), CAS-update (a version) or overwrite (``ANY``)."""
+
+    path: str
+    data: bytes
+    expected_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    """Multi-op step: remove ``path`` if at ``expected_version`` (or ``ANY``)."""
+
+    path: str
+    expected_version: int
+
+
+Op = CheckVersion | Put | Delete
+
+
+class DeleteOutcome(StrEnum):
+    """What happened to one node of a batched delete."""
+
+    DELETED = "deleted"
+    ABSENT = "absent"  # already gone: success for an idempotent deleter
+    BAD_VERSION = "bad_version"  # changed since verified: must not be deleted
+    NOT_EMPTY = "not_empty"
+
+
+class MetadataStoreError(Exception):
+    """Base of every error a backend raises; the message is meant for an operator."""
+
+
+class NoNodeError(MetadataStoreError):
+    """The node (or, for a create, its parent chain could not be made) does not exist."""
+
+
+class NodeExistsError(MetadataStoreError):
+    """A create found the node already there."""
+
+
+class BadVersionError(MetadataStoreError):
+    """A compare-and-set lost: somebody else wrote the node since it was read."""
+
+
+class NotEmptyError(MetadataStoreError):
+    """A delete found children under the node."""
+
+
+class RequestTooLargeError(MetadataStoreError):
+    """Refused before sending: the request would exceed the store's request limit."""
+
+
+class MetadataStoreUnavailable(MetadataStoreError):
+    """The store cannot be reached or the session was lost: transient, retry later."""
+
+
+class MultiOpError(MetadataStoreError):
+    """An atomic multi-op failed and nothing was applied.
+
+    ``index`` is the failing step and ``cause`` the error that step alone
+    would have raised, so callers can tell "a cursor moved" (a
+    :class:`BadVersionError` on a :class:`CheckVersion`) from other failures.
+    """
+
+    def __init__(self, index: int, op: Op, cause: MetadataStoreError) -> None:
+        super().__init__(f"multi-op step {index} ({type(op).__name__} {op.path}) failed: {cause}")
+        self.index = index
+        self.op = op
+        self.cause = cause
+
+
+class MetadataStore(abc.ABC):
+    """A versioned tree of nodes; paths are absolute and ``/``-separated."""
+
+    #: Requests larger than this are refused with :class:`RequestTooLargeError`.
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+
+    @abc.abstractmethod
+    def get(self, path: str) -> Node | None:
+        """The node at ``path``, or ``None`` when absent."""
+
+    @abc.abstractmethod
+    def put(self, path: str, data: bytes, expected_version: int) -> int:
+        """Create or compare-and-set ``path``; returns the new version.
+
+        Missing parents are created empty, as Pulsar's metadata store does.
+        """
+
+    @abc.abstractmethod
+    def delete(self, path: str, expected_version: int) -> None:
+        """Remove ``path`` at ``expected_version``; :class:`NoNodeError` when absent."""
+
+    @abc.abstractmethod
+    def children(self, path: str) -> list[str]:
+        """Names (not paths) of the children of ``path``, sorted; ``[]`` when absent."""
+
+    @abc.abstractmethod
+    def multi(self, ops: Sequence[Op]) -> list[int | None]:
+        """Apply ``ops`` atomically; returns the new version of each put (``None`` otherwise).
+
+        Raises :class:`MultiOpError` (nothing applied) when any step fails.
+        """
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release connections; the store is unusable afterwards."""
+
+    # ---- conveniences with a default implementation; backends may pipeline them
+
+    def exists(self, path: str) -> bool:
+        return self.get(path) is not None
+
+    def get_many(self, paths: Iterable[str]) -> dict[str, Node | None]:
+        """Read many nodes; ZooKeeper pipelines these instead of a round trip each."""
+        return {p: self.get(p) for p in paths}
+
+    def delete_many(
+        self, targets: Sequence[tuple[str, int]], batch_size: int = 100
+    ) -> dict[str, DeleteOutcome]:
+        """Delete each ``(path, version)``, batched into multi-ops of at most ``batch_size``.
+
+        A batch is tried atomically first (one round trip for the common case
+        where every node is as verified); if it fails, its nodes are retried one
+        by one so that one changed node neither blocks nor drags down the rest.
+        Each node ends with an outcome; none is deleted at another version.
+        """
+        outcomes: dict[str, DeleteOutcome] = {}
+        for batch in _batches(targets, batch_size, self.max_request_bytes):
+            try:
+                self.multi([Delete(p, v) for p, v in batch])
+            except MultiOpError:
+                for path, version in batch:
+                    outcomes[path] = self._delete_one(path, version)
+            else:
+                outcomes.update((p, DeleteOutcome.DELETED) for p, _ in batch)
+        return outcomes
+
+    def _delete_one(self, path: str, version: int) -> DeleteOutcome:
+        try:
+            self.delete(path, version)
+        except NoNodeError:
+            return DeleteOutcome.ABSENT
+        except BadVersionError:
+            return DeleteOutcome.BAD_VERSION
+        except NotEmptyError:
+            return DeleteOutcome.NOT_EMPTY
+        return DeleteOutcome.DELETED
+
+    def walk(self, path: str) -> Iterator[str]:
+        """Every path below ``path`` (depth first, parents before children)."""
+        for name in self.children(path):
+            child = join(path, name)
+            yield child
+            yield from self.walk(child)
+
+    def check_request_size(self, ops: Sequence[Op]) -> None:
+        size = request_size(ops)
+        if size > self.max_request_bytes:
+            raise RequestTooLargeError(
+                f"request of {size} bytes exceeds the metadata store limit of "
+                f"{self.max_request_bytes} bytes (ZooKeeper jute.maxbuffer); "
+                "compress the node or split the batch"
+            )
+
+    def __enter__(self) -> MetadataStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def request_size(ops: Sequence[Op]) -> int:
+    """Approximate wire size of a request: payloads plus paths plus framing."""
+    total = 0
+    for op in ops:
+        total += len(op.path.encode()) + 16
+        if isinstance(op, Put):
+            total += len(op.data)
+    return total
+
+
+def _batches(
+    targets: Sequence[tuple[str, int]], batch_size: int, max_bytes: int
+) -> Iterator[list[tuple[str, int]]]:
+    batch: list[tuple[str, int]] = []
+    size = 0
+    for path, version in targets:
+        item = len(path.encode()) + 16
+        if batch and (len(batch) >= batch_size or size + item > max_bytes):
+            yield batch
+            batch, size = [], 0
+        batch.append((path, version))
+        size += item
+    if batch:
+        yield batch
+
+
+def join(parent: str, name: str) -> str:
+    return f"{parent.rstrip('/')}/{name}"
+
+
+def parent_of(path: str) -> str:
+    head = path.rsplit("/", 1)[0]
+    return head or "/"
+
+
+def validate_path(path: str) -> None:
+    """Reject paths ZooKeeper would reject, with the same rules on every backend."""
+    if not path.startswith("/") or (path != "/" and path.endswith("/")) or "//" in path:
+        raise ValueError(f"invalid metadata path {path!r}: must be absolute, no empty or trailing segment")
+    if any(seg in (".", "..") for seg in path.split("/")[1:]):
+        raise ValueError(f"invalid metadata path {path!r}: '.' and '..' segments are not allowed")

@@ -1,0 +1,75 @@
+"""Metadata-store URLs: ``zk://host:port[,host:port][/chroot]`` and ``sqlite:///path``.
+
+Credentials never travel in the URL (URLs end up in logs, process listings and
+``config show``); digest auth comes from a secret file or the environment.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+_HOST_PORT = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
+
+
+class InvalidStoreUrl(ValueError):
+    """The URL cannot name a metadata store; the message says what to write instead."""
+
+
+@dataclass(frozen=True)
+class ZooKeeperUrl:
+    hosts: tuple[tuple[str, int], ...]
+    chroot: str  # "" or "/a/b"
+
+    @property
+    def connect_string(self) -> str:
+        return ",".join(f"{h}:{p}" for h, p in self.hosts) + self.chroot
+
+
+@dataclass(frozen=True)
+class SqliteUrl:
+    path: Path
+
+
+StoreUrl = ZooKeeperUrl | SqliteUrl
+
+_EXAMPLES = "expected zk://host:2181[,host:2181][/chroot] or sqlite:///path/to/metadata.db"
+
+
+def parse_store_url(url: str) -> StoreUrl:
+    if not url or not isinstance(url, str):
+        raise InvalidStoreUrl(f"empty metadata store URL; {_EXAMPLES}")
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        raise InvalidStoreUrl(f"metadata store URL {url!r} has no scheme; {_EXAMPLES}")
+    if scheme == "sqlite":
+        if not rest.startswith("/") or rest == "/":
+            raise InvalidStoreUrl(f"SQLite URL {url!r} needs an absolute path: sqlite:///abs/path/metadata.db")
+        return SqliteUrl(Path(rest))
+    if scheme in ("zk", "zookeeper"):
+        return _parse_zk(url, rest)
+    raise InvalidStoreUrl(f"unknown metadata store scheme {scheme!r} in {url!r}; {_EXAMPLES}")
+
+
+def _parse_zk(url: str, rest: str) -> ZooKeeperUrl:
+    if "@" in rest.split("/", 1)[0]:
+        raise InvalidStoreUrl(
+            f"credentials in the ZooKeeper URL are not accepted ({_redact(url)}); "
+            "put user:password in the file named by metadataStoreDigestFile"
+        )
+    hosts_part, slash, chroot = rest.partition("/")
+    chroot = ("/" + chroot).rstrip("/") if slash else ""
+    if chroot and ("//" in chroot or any(s in (".", "..") for s in chroot.split("/")[1:])):
+        raise InvalidStoreUrl(f"invalid chroot {chroot!r} in ZooKeeper URL {url!r}")
+    hosts: list[tuple[str, int]] = []
+    for item in hosts_part.split(","):
+        m = _HOST_PORT.match(item.strip())
+        if not m or not 0 < int(m.group(2)) < 65536:
+            raise InvalidStoreUrl(f"invalid host:port {item!r} in ZooKeeper URL {url!r}; {_EXAMPLES}")
+        hosts.append((m.group(1), int(m.group(2))))
+    return ZooKeeperUrl(tuple(hosts), chroot)
+
+
+def _redact(url: str) -> str:
+    return re.sub(r"//[^@/]*@", "//***@", url)

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Install everything the tests need on a fresh Debian machine (Python 3.11 and Java 17 present),
+# then lint and run the whole suite. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+apt_missing=()
+[ -f /usr/share/java/zookeeper.jar ] || apt_missing+=(zookeeper)
+if [ ${#apt_missing[@]} -gt 0 ]; then
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "installing Debian packages: ${apt_missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${apt_missing[@]}" >/dev/null
+fi
+
+python3 -m pip install -q --disable-pip-version-check -e '.[test]'
+python3 -m ruff check .
+
+set +e
+python3 -m pytest -p no:cacheprovider "$@"
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+  echo "pytest collected no tests: that is a failure here" >&2
+  exit 1
+fi
+exit "$rc"

@@ -1,0 +1,67 @@
+"""Session-scoped real servers, shared by every test module.
+
+Each fixture starts its server once per test session (lazily: a run that
+needs no ZooKeeper starts none), and stops it by PID at the end.  When a test
+fails, the servers' log tails are attached to the report.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.harness import MotoS3Server, PulsarLiteBroker, ZooKeeperServer
+
+os.environ.setdefault("AWS_ACCESS_KEY_ID", "test")
+os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "test")
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+
+_started: list = []
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")).start()
+    _started.append(server)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def pulsar_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PulsarLiteBroker]:
+    broker = PulsarLiteBroker(tmp_path_factory.mktemp("pulsar-lite")).start()
+    _started.append(broker)
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoS3Server]:
+    server = MotoS3Server(tmp_path_factory.mktemp("moto")).start()
+    _started.append(server)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def zk_url(zookeeper: ZooKeeperServer) -> str:
+    """A fresh chroot per test, so tests never see each other's nodes."""
+    return f"{zookeeper.url}/t-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'metadata.db'}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call" and report.failed:
+        for server in _started:
+            report.sections.append((f"{server.name} log (tail)", server.log_tail()))

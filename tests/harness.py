@@ -1,0 +1,199 @@
+"""Real servers for tests: ZooKeeper, the pulsar-lite broker and an S3 server.
+
+Like kazoo's ``testing/harness.py``: each server is a real process, listens on
+127.0.0.1 on a free port, keeps its data and log in a temp dir, and is stopped
+by the PID we started (never by name).  Logs are printed when a server fails to
+start and kept on disk (``log_path``) for failing tests to show.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from deletion_service.embedded import broker as embedded_broker
+
+ZOOKEEPER_JARS = ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar")
+
+
+free_port = embedded_broker.free_port
+port_answers = embedded_broker.port_answers
+
+
+def wait_until(check: Callable[[], bool], timeout: float, what: str, proc: subprocess.Popen | None = None,
+               log_path: Path | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode} before it was ready\n{_tail(log_path)}")
+        if check():
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"{what} not ready within {timeout}s\n{_tail(log_path)}")
+
+
+def _tail(path: Path | None, lines: int = 40) -> str:
+    if path is None or not path.exists():
+        return ""
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+@dataclass
+class ServerProcess:
+    """One started process: stopped by its own PID, SIGTERM then SIGKILL."""
+
+    name: str
+    workdir: Path
+    port: int = 0
+    proc: subprocess.Popen | None = None
+    log_path: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.workdir / f"{self.name}.log"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None, f"{self.name} not started"
+        return self.proc.pid
+
+    def _spawn(self, argv: list[str], env: dict[str, str] | None = None) -> None:
+        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child for its lifetime
+        self.proc = subprocess.Popen(
+            argv, cwd=self.workdir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env={**os.environ, **(env or {})}, start_new_session=True,
+        )
+        log.close()
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.proc.pid, sig)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(5)
+
+    def kill(self) -> None:
+        self.stop(signal.SIGKILL)
+
+    def log_tail(self, lines: int = 40) -> str:
+        return _tail(self.log_path, lines)
+
+
+class ZooKeeperServer(ServerProcess):
+    """A standalone ZooKeeper 3.8 from Debian's ``zookeeper`` package."""
+
+    def __init__(self, workdir: Path) -> None:
+        super().__init__("zookeeper", workdir)
+
+    @property
+    def hosts(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"zk://{self.hosts}"
+
+    def start(self, port: int | None = None) -> ZooKeeperServer:
+        missing = [j for j in ZOOKEEPER_JARS if not Path(j).exists()]
+        if missing:
+            raise RuntimeError(f"ZooKeeper jars missing ({', '.join(missing)}): apt-get install zookeeper")
+        self.port = port or self.port or free_port()
+        data = self.workdir / "data"
+        data.mkdir(exist_ok=True)
+        cfg = self.workdir / "zoo.cfg"
+        cfg.write_text(
+            "tickTime=500\ninitLimit=10\nsyncLimit=5\n"
+            f"dataDir={data}\nclientPort={self.port}\nclientPortAddress=127.0.0.1\n"
+            "admin.enableServer=false\n4lw.commands.whitelist=srvr,ruok,mntr\n"
+            "maxClientCnxns=200\n"
+        )
+        self._spawn(["java", "-Xmx256m", "-cp", ":".join(ZOOKEEPER_JARS),
+                     "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(cfg)])
+        wait_until(self._ruok, 30, "ZooKeeper", self.proc, self.log_path)
+        return self
+
+    def _ruok(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.3) as s:
+                s.sendall(b"ruok")
+                return s.recv(4) == b"imok"
+        except OSError:
+            return False
+
+
+class PulsarLiteBroker(ServerProcess):
+    """The embedded Pulsar-protocol broker, started exactly as the product starts it."""
+
+    def __init__(self, workdir: Path, default_partitions: int = 0) -> None:
+        super().__init__("pulsar-lite", workdir)
+        self.log_path = workdir / "broker.log"
+        self.metrics_port = 0
+        self.default_partitions = default_partitions
+
+    @property
+    def service_url(self) -> str:
+        return f"pulsar://127.0.0.1:{self.port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    def start(self) -> PulsarLiteBroker:
+        # Ports are kept across restarts so clients can reconnect to the same URL.
+        self.port = self.port or free_port()
+        self.metrics_port = self.metrics_port or free_port()
+        self.proc = embedded_broker.spawn(self.workdir, self.port, self.metrics_port, self.default_partitions)
+        embedded_broker.wait_ready(self.proc, self.port, self.metrics_port, self.log_path)
+        return self
+
+    def metrics_text(self) -> str:
+        with urllib.request.urlopen(self.metrics_url, timeout=5) as r:
+            return r.read().decode()
+
+
+class MotoS3Server(ServerProcess):
+    """``moto_server``: a real S3-protocol HTTP server in its own process."""
+
+    def __init__(self, workdir: Path) -> None:
+        super().__init__("moto", workdir)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> MotoS3Server:
+        self.port = self.port or free_port()
+        exe = shutil.which("moto_server")
+        argv = [exe] if exe else [sys.executable, "-m", "moto.server"]
+        self._spawn([*argv, "-H", "127.0.0.1", "-p", str(self.port)],
+                    env={"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"})
+        wait_until(self._answers, 30, "moto_server", self.proc, self.log_path)
+        return self
+
+    def _answers(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=0.5):
+                return True
+        except OSError:
+            return False
+
+    def reset(self) -> None:
+        """Forget every bucket and object (moto's own reset endpoint)."""
+        req = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST")
+        with urllib.request.urlopen(req, timeout=5):
+            pass
