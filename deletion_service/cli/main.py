@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from deletion_service.cli import context, demo, stubs
+from deletion_service.cli import context, demo, inspect_cmd, stubs
 from deletion_service.errors import EXIT_FAILURE, EXIT_USAGE, UserError
 
 HELP = """Delete Apache Pulsar ledgers safely: the two-phase protocol of PIP-186.
@@ -58,11 +59,13 @@ def root(
 
 demo.register(app)
 stubs.register(app)
+app.add_typer(inspect_cmd.app, name="inspect")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = context.hoist_common_options(list(sys.argv[1:] if argv is None else argv))
     debug = "--debug" in args
+    _configure_logging(debug)
     try:
         # Standalone mode: click prints usage errors itself and exits 2.
         app(args=args, prog_name="ledger-deletion", standalone_mode=True)
@@ -78,6 +81,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {message}", file=sys.stderr)
         return code
     return 0
+
+
+def _configure_logging(debug: bool) -> None:
+    """Library chatter (kazoo's reconnect loop, pulsar-client's connections) stays out of
+    an operator's terminal; our own errors are reported as one line instead."""
+    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if not debug:
+        for noisy in ("kazoo", "pulsar", "pulsar-client", "botocore", "urllib3"):
+            logging.getLogger(noisy).setLevel(logging.CRITICAL)
 
 
 def describe(e: BaseException) -> tuple[int, str]:

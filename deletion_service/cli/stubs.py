@@ -93,12 +93,3 @@ def register(app: typer.Typer) -> None:
         raise NotBuiltYet("config show", 6)
 
     app.add_typer(config_app, name="config")
-
-    inspect_app = typer.Typer(help="Decode Pulsar and BookKeeper metadata nodes.", no_args_is_help=True)
-
-    @inspect_app.command("managed-ledger")
-    def inspect_ml(path: Annotated[str | None, typer.Option()] = None,
-                   file: Annotated[Path | None, typer.Option()] = None) -> None:
-        raise NotBuiltYet("inspect managed-ledger", 3)
-
-    app.add_typer(inspect_app, name="inspect")
