@@ -1,0 +1,336 @@
+"""The S3 family (``aws-s3``, ``S3``, ``aliyun-oss``) through boto3.
+
+Where the objects are comes from the ledger's driver metadata, as upstream's
+``BlobStoreLocation`` reads it: ``bucket``, ``region``, ``serviceEndpoint``
+(``endpoint`` in metadata written by the pre-jclouds S3 offloader).  Credentials
+come from boto3's standard chain (env, profile, instance role), never from the
+message.
+
+Failure policy, because the caller owns retrying (tenacity, then reconsume):
+botocore's own retries are capped (``max_attempts``, default 1 = no retry) and
+timeouts are short, so a sick endpoint costs seconds, not minutes, and retry
+storms do not multiply.  Errors are mapped once, in :func:`map_client_error`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, ClassVar, TypeVar
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    HTTPClientError,
+    NoCredentialsError,
+    PartialCredentialsError,
+)
+from botocore.exceptions import ConnectionError as BotoConnectionError
+
+from offloaders.allow_list import S3_FAMILY_DRIVERS, AllowList, decide
+from offloaders.index_format import (
+    CURRENT_FORMAT_VERSION,
+    FORMAT_VERSION_KEY,
+    IndexFormatError,
+    judge_segment,
+    judge_source_metadata,
+    parse_index_v1,
+    parse_index_v2,
+)
+from offloaders.interface import (
+    DeleteOutcome,
+    IndexCheck,
+    IndexExpectation,
+    ObjectHead,
+    Offloader,
+    OffloadError,
+    OffloadIndexMismatchError,
+    OffloadNotAllowedError,
+    OffloadTarget,
+    OffloadTargetError,
+    OffloadTransientError,
+    Verification,
+    ledger_data_name,
+    ledger_index_name,
+    segment_index_name,
+    unique,
+)
+
+T = TypeVar("T")
+
+#: S3's DeleteObjects limit.
+MAX_DELETE_BATCH = 1000
+#: Largest index object we read whole; upstream indexes are ~20 bytes per data block.
+MAX_INDEX_BYTES = 64 * 1024 * 1024
+
+ABSENT_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
+TRANSIENT_CODES = frozenset({
+    "SlowDown", "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottled",
+    "TooManyRequests", "TooManyRequestsException", "RequestLimitExceeded", "ProvisionedThroughputExceeded",
+    "InternalError", "ServiceUnavailable", "RequestTimeout", "RequestTimeoutException",
+    "ExpiredToken", "ExpiredTokenException", "OperationAborted",
+})
+
+
+def chunks(items: Sequence[T], size: int = MAX_DELETE_BATCH) -> Iterator[Sequence[T]]:
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+def map_client_error(err: Exception, what: str) -> OffloadError:
+    """One botocore failure -> the typed error the caller acts on.
+
+    Absent objects never reach here (callers test :func:`is_absent` first)."""
+    if isinstance(err, ClientError):
+        code = str(err.response.get("Error", {}).get("Code", ""))
+        status = int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        text = f"{what}: {code or status} {err.response.get('Error', {}).get('Message', '')}".strip()
+        if code in TRANSIENT_CODES or status >= 500 or status == 429:
+            return OffloadTransientError(text)
+        if code == "NoSuchBucket":
+            return OffloadTargetError(f"{text} (bucket missing: wrong endpoint/bucket, or deleted)")
+        return OffloadTargetError(text)
+    if isinstance(err, BotoConnectionError | HTTPClientError):
+        # EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError,
+        # ConnectionClosedError, ResponseStreamingError, proxy errors.
+        return OffloadTransientError(f"{what}: {err}")
+    if isinstance(err, NoCredentialsError | PartialCredentialsError):
+        return OffloadTargetError(f"{what}: no usable S3 credentials ({err})")
+    return OffloadTargetError(f"{what}: {err}")
+
+
+def is_absent(err: ClientError) -> bool:
+    code = str(err.response.get("Error", {}).get("Code", ""))
+    status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return code in ABSENT_CODES or (status == 404 and code != "NoSuchBucket")
+
+
+class S3Offloader(Offloader):
+    driver_names: ClassVar[frozenset[str]] = S3_FAMILY_DRIVERS
+
+    def __init__(self, allow: AllowList | None = None, *, connect_timeout: float = 2.0,
+                 read_timeout: float = 5.0, max_attempts: int = 1,
+                 default_region: str = "us-east-1") -> None:
+        self.allow = allow or AllowList()
+        self._config = Config(
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+            retries={"total_max_attempts": max(1, max_attempts), "mode": "standard"},
+            # New botocore sends CRC checksums by default, which several
+            # S3-compatible stores reject; only send what the operation requires.
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+        )
+        self._default_region = default_region
+        self._clients: dict[tuple[str, str], Any] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ location
+
+    @staticmethod
+    def location(target: OffloadTarget) -> tuple[str, str, str]:
+        """(bucket, region, endpoint) from driver metadata; '' when unset."""
+        md = target.driver_metadata
+        bucket = (md.get("bucket") or "").strip()
+        region = (md.get("region") or "").strip()
+        endpoint = (md.get("serviceEndpoint") or md.get("endpoint") or "").strip()
+        return bucket, region, endpoint
+
+    def check_allowed(self, target: OffloadTarget) -> None:
+        if target.driver_name.strip().lower() not in self.driver_names:
+            raise OffloadNotAllowedError(f"driver {target.driver_name!r} is not served by the S3 offloader")
+        bucket, _region, endpoint = self.location(target)
+        decision = decide(self.allow, target.driver_name, bucket, endpoint)
+        if not decision:
+            raise OffloadNotAllowedError(decision.reason)
+
+    def _client(self, target: OffloadTarget) -> tuple[Any, str]:
+        bucket, region, endpoint = self.location(target)
+        if endpoint and "://" not in endpoint:
+            endpoint = "https://" + endpoint
+        key = (endpoint, region or self._default_region)
+        with self._lock:
+            client = self._clients.get(key)
+            if client is None:
+                config = self._config
+                if endpoint:
+                    # Upstream disables virtual-host buckets for a custom endpoint.
+                    config = config.merge(Config(s3={"addressing_style": "path"}))
+                session = boto3.session.Session()  # sessions are not thread-safe; one per client
+                client = session.client("s3", region_name=key[1], endpoint_url=endpoint or None,
+                                        config=config)
+                self._clients[key] = client
+        return client, bucket
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        try:
+            return fn()
+        except (ClientError, BotoCoreError) as e:
+            raise map_client_error(e, what) from e
+
+    # ------------------------------------------------------------------ objects
+
+    def head(self, target: OffloadTarget, name: str) -> ObjectHead | None:
+        self.check_allowed(target)
+        client, bucket = self._client(target)
+        try:
+            r = client.head_object(Bucket=bucket, Key=name)
+        except ClientError as e:
+            if is_absent(e):
+                self._ensure_bucket(client, bucket)
+                return None
+            raise map_client_error(e, f"HEAD s3://{bucket}/{name}") from e
+        except BotoCoreError as e:
+            raise map_client_error(e, f"HEAD s3://{bucket}/{name}") from e
+        meta = {str(k).lower(): str(v) for k, v in (r.get("Metadata") or {}).items()}
+        return ObjectHead(name, int(r.get("ContentLength", 0)), meta)
+
+    def _ensure_bucket(self, client: Any, bucket: str) -> None:
+        """A HEAD of a key in a missing bucket is a bare 404, just like a missing key.
+        Before calling anything "absent" we make sure the bucket is there: a wrong
+        bucket or endpoint must not turn every deletion into a silent success."""
+        try:
+            client.head_bucket(Bucket=bucket)
+        except ClientError as e:
+            status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if status == 404 or str(e.response.get("Error", {}).get("Code")) in ("404", "NoSuchBucket"):
+                raise OffloadTargetError(
+                    f"bucket {bucket!r} does not exist at this endpoint (wrong endpoint/bucket, or deleted)"
+                ) from e
+            raise map_client_error(e, f"HEAD bucket s3://{bucket}") from e
+        except BotoCoreError as e:
+            raise map_client_error(e, f"HEAD bucket s3://{bucket}") from e
+
+    def _read(self, target: OffloadTarget, name: str) -> tuple[bytes, dict[str, str]] | None:
+        client, bucket = self._client(target)
+        what = f"GET s3://{bucket}/{name}"
+        try:
+            r = client.get_object(Bucket=bucket, Key=name)
+            with r["Body"] as stream:  # no Range: S3 answers 416 for a range on an empty object
+                body = stream.read(MAX_INDEX_BYTES)
+        except ClientError as e:
+            if is_absent(e):
+                self._ensure_bucket(client, bucket)
+                return None
+            raise map_client_error(e, what) from e
+        except BotoCoreError as e:
+            raise map_client_error(e, what) from e
+        return body, {str(k).lower(): str(v) for k, v in (r.get("Metadata") or {}).items()}
+
+    def delete_objects(self, target: OffloadTarget, names: Sequence[str]) -> dict[str, DeleteOutcome]:
+        """HEAD each name (S3 reports a deleted-but-absent key as deleted, so this is
+        how we tell), then delete the present ones: data objects before index
+        objects, so an interrupted deletion still leaves an index to verify."""
+        self.check_allowed(target)
+        client, bucket = self._client(target)
+        outcomes: dict[str, DeleteOutcome] = {}
+        present: list[str] = []
+        for name in unique(names):
+            if self.head(target, name) is None:
+                outcomes[name] = DeleteOutcome.ABSENT
+            else:
+                present.append(name)
+        data = [n for n in present if not n.endswith("-index")]
+        index = [n for n in present if n.endswith("-index")]
+        for group in (data, index):
+            for batch in chunks(group):
+                outcomes.update(self._delete_batch(client, bucket, batch))
+        return {n: outcomes[n] for n in unique(names)}
+
+    def _delete_batch(self, client: Any, bucket: str, batch: Sequence[str]) -> dict[str, DeleteOutcome]:
+        what = f"DELETE s3://{bucket} ({len(batch)} keys)"
+        if len(batch) == 1:
+            self._call(what, lambda: client.delete_object(Bucket=bucket, Key=batch[0]))
+            return {batch[0]: DeleteOutcome.DELETED}
+        r = self._call(what, lambda: client.delete_objects(
+            Bucket=bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True}))
+        out = dict.fromkeys(batch, DeleteOutcome.DELETED)
+        errors = r.get("Errors") or []
+        transient: list[str] = []
+        permanent: list[str] = []
+        for err in errors:
+            key, code = str(err.get("Key")), str(err.get("Code", ""))
+            if code in ABSENT_CODES:
+                out[key] = DeleteOutcome.ABSENT
+            elif code in TRANSIENT_CODES:
+                transient.append(f"{key}: {code}")
+            else:
+                permanent.append(f"{key}: {code} {err.get('Message', '')}".strip())
+        if permanent:
+            raise OffloadTargetError(f"{what}: " + "; ".join(permanent))
+        if transient:
+            raise OffloadTransientError(f"{what}: " + "; ".join(transient))
+        return out
+
+    # ------------------------------------------------------------------ verification
+
+    def verify_index_belongs(self, target: OffloadTarget,
+                             expect: IndexExpectation | None = None) -> IndexCheck:
+        self.check_allowed(target)
+        checks: list[IndexCheck] = []
+        if target.has_ledger_uuid:
+            checks.append(self._verify_ledger_index(target, expect))
+        for seg in target.segments:
+            checks.append(self._verify_segment_index(target, seg.uuid, expect))
+        return _combine(checks)
+
+    def _verify_ledger_index(self, target: OffloadTarget, expect: IndexExpectation | None) -> IndexCheck:
+        name = ledger_index_name(target.uuid, target.ledger_id)
+        got = self._read(target, name)
+        if got is None:
+            data = ledger_data_name(target.uuid, target.ledger_id)
+            if self.head(target, data) is None:
+                return IndexCheck(Verification.ABSENT, f"{name} and {data} absent", (name,))
+            return IndexCheck(Verification.UNVERIFIABLE,
+                              f"{name} absent but {data} present (an interrupted offload or deletion)",
+                              (name,))
+        body, meta = got
+        _check_format_version(name, meta)
+        try:
+            source = parse_index_v1(body)
+        except IndexFormatError as e:
+            raise OffloadIndexMismatchError(f"{name} is not a per-ledger offload index: {e}") from e
+        return judge_source_metadata(source, target.ledger_id, name, expect, target.managed_ledger_name)
+
+    def _verify_segment_index(self, target: OffloadTarget, seg_uuid: str,
+                              expect: IndexExpectation | None) -> IndexCheck:
+        name = segment_index_name(seg_uuid)
+        got = self._read(target, name)
+        if got is None:
+            if self.head(target, seg_uuid) is None:
+                return IndexCheck(Verification.ABSENT, f"{name} and {seg_uuid} absent", (name,))
+            return IndexCheck(Verification.UNVERIFIABLE, f"{name} absent but {seg_uuid} present", (name,))
+        body, meta = got
+        _check_format_version(name, meta)
+        try:
+            ledgers = parse_index_v2(body)
+        except IndexFormatError as e:
+            raise OffloadIndexMismatchError(f"{name} is not a streaming offload index: {e}") from e
+        detail = judge_segment(ledgers, target.ledger_id, name, expect)
+        return IndexCheck(Verification.VERIFIED, detail, (name,))
+
+
+def _check_format_version(name: str, meta: dict[str, str]) -> None:
+    """Upstream stamps every object with format version 1 and refuses to read
+    others; an object with another version is not one we understand."""
+    version = meta.get(FORMAT_VERSION_KEY)
+    if version is not None and version != CURRENT_FORMAT_VERSION:
+        raise OffloadIndexMismatchError(f"{name} has offloader format version {version!r}, "
+                                        f"expected {CURRENT_FORMAT_VERSION!r}")
+
+
+def _combine(checks: list[IndexCheck]) -> IndexCheck:
+    """Several indexes (per-ledger + segments) -> one verdict: any unverifiable part
+    makes the whole unverifiable; all absent is absent."""
+    if not checks:
+        return IndexCheck(Verification.UNVERIFIABLE, "no index object to check")
+    names = tuple(n for c in checks for n in c.checked)
+    detail = "; ".join(c.detail for c in checks)
+    present = [c for c in checks if c.outcome is not Verification.ABSENT]
+    if not present:
+        return IndexCheck(Verification.ABSENT, detail, names)
+    if any(c.outcome is Verification.UNVERIFIABLE for c in present):
+        return IndexCheck(Verification.UNVERIFIABLE, detail, names)
+    return IndexCheck(Verification.VERIFIED, detail, names)
