@@ -158,11 +158,12 @@ class FileSystemOffloader(Offloader):
                 size = sum(p.stat().st_size for p in path.iterdir() if p.is_file())
             else:
                 size = path.stat().st_size
+            modified_ms = int(path.stat().st_mtime * 1000)
         except FileNotFoundError:
             return None
         except OSError as e:
             raise map_os_error(e, f"stat {path}") from e
-        return ObjectHead(name, size, {})
+        return ObjectHead(name, size, {}, modified_ms)
 
     def delete_objects(self, target: OffloadTarget, names: Sequence[str]) -> dict[str, DeleteOutcome]:
         self.check_allowed(target)

@@ -193,6 +193,8 @@ class ObjectHead:
     size: int
     #: User metadata, keys lower-cased (S3 returns them so; jclouds writes them so).
     user_metadata: Mapping[str, str] = field(default_factory=dict)
+    #: When the object was written (epoch ms), for the age guard of orphan/manual requests.
+    last_modified_ms: int | None = None
 
 
 class Verification(StrEnum):

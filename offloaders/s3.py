@@ -185,7 +185,9 @@ class S3Offloader(Offloader):
         except BotoCoreError as e:
             raise map_client_error(e, f"HEAD s3://{bucket}/{name}") from e
         meta = {str(k).lower(): str(v) for k, v in (r.get("Metadata") or {}).items()}
-        return ObjectHead(name, int(r.get("ContentLength", 0)), meta)
+        modified = r.get("LastModified")
+        modified_ms = int(modified.timestamp() * 1000) if modified is not None else None
+        return ObjectHead(name, int(r.get("ContentLength", 0)), meta, modified_ms)
 
     def _ensure_bucket(self, client: Any, bucket: str) -> None:
         """A HEAD of a key in a missing bucket is a bare 404, just like a missing key.

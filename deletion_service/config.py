@@ -1,0 +1,114 @@
+"""Configuration with Pulsar's names: flags > env > TOML file > defaults; unknown keys are errors.
+
+Operators copy settings from ``broker.conf``, so keys are Pulsar's camelCase
+(``twoPhaseDeletionMaxRetryDeleteCount``); the environment spelling is
+``LEDGER_DELETION_<UPPER_SNAKE>`` (``LEDGER_DELETION_TWO_PHASE_DELETION_MAX_RETRY_DELETE_COUNT``).
+A misspelt key fails loudly: a silently ignored safety setting is worse than none.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.alias_generators import to_camel
+
+from deletion_service.errors import UserError
+
+ENV_PREFIX = "LEDGER_DELETION_"
+DEFAULT_TOPIC = "persistent://pulsar/system/__ledger_deletion"
+SECRET_KEYS = frozenset({"adminTokenFile", "metadataStoreDigestFile", "brokerAuthTokenFile"})
+
+
+class DeletionConfig(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+    # PIP-186, with Pulsar's defaults (except that enabling is implied by running this tool)
+    topic_two_phase_deletion_enabled: bool = True
+    two_phase_deletion_ledger_deletion_parallelism: Annotated[int, Field(ge=1, le=1024)] = 4
+    two_phase_deletion_reconsume_later_in_seconds: Annotated[int, Field(ge=0)] = 600
+    two_phase_deletion_max_retry_delete_count: Annotated[int, Field(ge=0)] = 10
+    # ours: never delete an orphan/manual request's ledger younger than this (a day)
+    min_ledger_age_seconds: Annotated[int, Field(ge=0)] = 86_400
+    # the cursor core (PIP-54, ack-state budget)
+    managed_ledger_max_ack_state_in_bytes_to_persist: Annotated[int, Field(ge=0)] = 5 * 1024 * 1024
+    dispatcher_pause_on_ack_persistent_state_enabled: bool = False
+    acknowledgment_at_batch_index_level_enabled: bool = False
+    # access (files hold secrets; the values never appear in config show or logs)
+    admin_token_file: Path | None = None
+    metadata_store_digest_file: Path | None = None
+    broker_auth_token_file: Path | None = None
+    broker_tls_trust_certs_file: Path | None = None
+    # tiered storage allow-list
+    offload_allowed_drivers: list[str] = Field(default_factory=lambda: ["aws-s3", "S3", "aliyun-oss", "filesystem"])
+    offload_allowed_buckets: list[str] = Field(default_factory=list)
+    offload_allowed_endpoints: list[str] = Field(default_factory=list)
+    offload_file_system_base_dir: Path | None = None
+    # pacing and names
+    max_deletions_per_second: Annotated[float, Field(ge=0)] = 0
+    ledger_deletion_topic: str = DEFAULT_TOPIC
+    ledger_deletion_subscription: str = "ledger-deletion"
+    ledger_deletion_dlq_subscription: str = "ledger-deletion-dlq"
+    bookkeeper_ledgers_root_path: str = "/ledgers"
+
+    @field_validator("offload_allowed_drivers", "offload_allowed_buckets", "offload_allowed_endpoints", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        """Env values and Pulsar's broker.conf write lists as comma-separated text."""
+        if isinstance(value, str):
+            return [v.strip() for v in value.split(",") if v.strip()]
+        return value
+
+    def camel(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+
+def env_name(key: str) -> str:
+    return ENV_PREFIX + re.sub(r"(?<!^)(?=[A-Z])", "_", key).upper()
+
+
+def load_config(
+    file: Path | None = None, env: Mapping[str, str] | None = None, overrides: Mapping[str, Any] | None = None
+) -> DeletionConfig:
+    """Merge the sources in precedence order and validate once, naming the source of a bad value."""
+    env = os.environ if env is None else env
+    merged: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    if file is not None:
+        for key, value in _read_toml(file).items():
+            merged[key], sources[key] = value, f"{file}"
+    keys = DeletionConfig.model_fields
+    for name in keys:
+        key = to_camel(name)
+        if env_name(key) in env:
+            merged[key], sources[key] = env[env_name(key)], f"${env_name(key)}"
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            merged[key], sources[key] = value, "command line"
+    try:
+        return DeletionConfig.model_validate(merged)
+    except ValidationError as e:
+        err = e.errors()[0]
+        key = str(err["loc"][0]) if err["loc"] else "?"
+        where = sources.get(key, "config")
+        if err["type"] == "extra_forbidden":
+            raise UserError(f"unknown config key {key!r} in {where}; see 'ledger-deletion config show' "
+                            "for the known keys") from e
+        raise UserError(f"invalid value for {key} in {where}: {err['msg']}") from e
+
+
+def _read_toml(file: Path) -> dict[str, Any]:
+    try:
+        with open(file, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError as e:
+        raise UserError(f"config file {file} does not exist") from e
+    except OSError as e:
+        raise UserError(f"cannot read config file {file}: {e.strerror}") from e
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"config file {file} is not valid TOML: {e}") from e

@@ -1,0 +1,115 @@
+"""Carry out the deletes a batch decided on, and report each one's result.
+
+BookKeeper deletes of a whole batch go out as multi-ops (one round trip per
+hundred ledgers), each znode removed only at the version that was verified,
+so a ledger whose metadata changed in between is left alone and re-verified
+later.  Offloaded copies are deleted through their offloader; every step is
+idempotent (an object already gone is success).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from tenacity import Retrying
+
+from deletion_service.delete_phase.decision import Action, Verdict
+from deletion_service.delete_phase.facts import Facts
+from deletion_service.delete_phase.gather import TRANSIENT, in_process_retry
+from metastore.interface import DeleteOutcome as ZnodeOutcome
+from metastore.interface import MetadataStore
+from offloaders.interface import OffloadError, OffloadTargetError, OffloadTransientError
+from offloaders.registry import OffloaderSettings, offloader_for
+
+
+class RateLimiter:
+    """``maxDeletionsPerSecond``: a token bucket, so a backlog drains without a storm on the bookies."""
+
+    def __init__(self, per_second: float, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.per_second = per_second
+        self._clock, self._sleep = clock, sleep
+        self._tokens = per_second
+        self._last = clock()
+        self._lock = threading.Lock()
+
+    def acquire(self, n: int = 1) -> None:
+        if self.per_second <= 0:
+            return
+        with self._lock:
+            while True:
+                now = self._clock()
+                self._tokens = min(self.per_second, self._tokens + (now - self._last) * self.per_second)
+                self._last = now
+                if self._tokens >= min(n, self.per_second):
+                    self._tokens -= n
+                    return
+                self._sleep((min(n, self.per_second) - self._tokens) / self.per_second)
+
+
+class Executor:
+    def __init__(
+        self,
+        bookkeeper_store: MetadataStore,
+        offload: OffloaderSettings,
+        limiter: RateLimiter | None = None,
+        retry: Callable[[], Retrying] = in_process_retry,
+        dry_run: bool = False,
+    ) -> None:
+        self.bk_store = bookkeeper_store
+        self.offload = offload
+        self.limiter = limiter or RateLimiter(0)
+        self.retry = retry
+        self.dry_run = dry_run
+
+    def run(self, actions: Sequence[Action], facts: Sequence[Facts]) -> list[str | None]:
+        """For each action, ``None`` if it deletes nothing, else the delete's result string
+        (``deleted``, ``absent``, ``bad_version``, ``transient:…``, ``failed:…``, ``dry-run``)."""
+        results: list[str | None] = [None] * len(actions)
+        bk = [i for i, a in enumerate(actions) if a.verdict == Verdict.DELETE_BOOKKEEPER]
+        if self.dry_run:
+            for i, a in enumerate(actions):
+                if a.verdict in (Verdict.DELETE_BOOKKEEPER, Verdict.DELETE_OFFLOAD):
+                    results[i] = "dry-run"
+            return results
+        if bk:
+            for i, result in zip(bk, self._delete_bookkeeper([facts[i] for i in bk], [actions[i] for i in bk]),
+                                 strict=True):
+                results[i] = result
+        for i, a in enumerate(actions):
+            if a.verdict == Verdict.DELETE_OFFLOAD:
+                results[i] = self._delete_offload(facts[i])
+        return results
+
+    def _delete_bookkeeper(self, facts: Sequence[Facts], actions: Sequence[Action]) -> list[str]:
+        targets = []
+        for f, a in zip(facts, actions, strict=True):
+            assert f.bookkeeper is not None and a.bookkeeper_version is not None
+            targets.append((f.bookkeeper.path, a.bookkeeper_version))
+        self.limiter.acquire(len(targets))
+        try:
+            outcomes = self.retry()(self.bk_store.delete_many, targets)
+        except TRANSIENT as e:
+            return [f"transient:{e}"] * len(targets)
+        mapped = {
+            ZnodeOutcome.DELETED: "deleted", ZnodeOutcome.ABSENT: "absent", ZnodeOutcome.BAD_VERSION: "bad_version",
+            ZnodeOutcome.NOT_EMPTY: "failed:ledger znode has children (not a ledger node?)",
+        }
+        return [mapped[outcomes[path]] for path, _ in targets]
+
+    def _delete_offload(self, facts: Facts) -> str:
+        off = facts.offload
+        assert off is not None and off.target is not None
+        self.limiter.acquire()
+        try:
+            offloader = offloader_for(off.target.driver_name, self.offload)
+            outcomes = self.retry()(offloader.delete_all, off.target)
+        except OffloadTransientError as e:
+            return f"transient:{e}"
+        except OffloadTargetError as e:
+            return f"failed:{e}"
+        except OffloadError as e:  # not allowed / mismatch discovered late: never delete, let an operator see
+            return f"failed:{e}"
+        return "deleted" if any(o == "deleted" for o in outcomes.values()) else "absent"

@@ -1,0 +1,62 @@
+"""What the delete phase knows about one request before it decides.
+
+Gathering (``gather.py``) fills these from the metadata store, BookKeeper's
+metadata and tiered storage; deciding (``decision.py``) is a pure function of
+them.  Everything that can go wrong while gathering is recorded here as a
+fact rather than raised, so the decision table sees every case.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from metastore.formats import LedgerMetadata
+from offloaders.interface import IndexCheck, OffloadTarget
+
+
+@dataclass(frozen=True)
+class BookKeeperFact:
+    """The ledger's znode as read: absent, unreadable, or decoded at a version."""
+
+    path: str
+    metadata: LedgerMetadata | None = None  # None: absent (or unreadable, see error)
+    version: int | None = None
+    znode_ctime_ms: int | None = None
+    unreadable: str | None = None  # why the bytes could not be decoded
+
+    @property
+    def absent(self) -> bool:
+        return self.metadata is None and self.unreadable is None
+
+    @property
+    def ctime_ms(self) -> int | None:
+        if self.metadata is None:
+            return None
+        return self.metadata.ctime if self.metadata.ctime is not None else self.znode_ctime_ms
+
+
+@dataclass(frozen=True)
+class OffloadFact:
+    """The offloaded copy as seen through its offloader."""
+
+    target: OffloadTarget | None = None
+    not_allowed: str | None = None  # refused by the allow-list or an unknown driver
+    index: IndexCheck | None = None
+    index_mismatch: str | None = None  # the index describes another ledger
+    target_error: str | None = None  # permanent problem with the target (missing bucket, access denied)
+    present: bool = False  # any of its objects exists
+    oldest_object_ms: int | None = None  # for the age guard of orphan/manual requests
+
+
+@dataclass(frozen=True)
+class Facts:
+    """Everything the decision needs, for one request."""
+
+    now_ms: int
+    attempts: int = 0  # RECONSUMETIMES: how many times it was already reconsumed
+    references: tuple[str, ...] = ()  # why the ledger is still in use; empty: unreferenced
+    unverifiable: str | None = None  # metadata needed to decide could not be read or decoded
+    transient: str | None = None  # a dependency failed while gathering (retry later)
+    bookkeeper: BookKeeperFact | None = None
+    offload: OffloadFact | None = None
+    notes: tuple[str, ...] = field(default=())

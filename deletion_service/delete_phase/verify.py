@@ -1,0 +1,43 @@
+"""Does BookKeeper's own metadata say this ledger is what the request claims? Pure.
+
+Anyone who can publish to the system topic can forge a request, so a ledger
+is deleted only when the custom metadata Pulsar wrote at creation names the
+same topic, component, cursor or schema as the request.  A mismatch is never
+deleted and never retried: retrying cannot make it match.
+"""
+
+from __future__ import annotations
+
+from deletion_service.model import DeleteLedgerPayload, LedgerComponent
+from metastore.formats import LedgerMetadata, managed_ledger_name
+
+APPLICATION = "application"
+COMPONENT = "component"
+ML_KEY = "pulsar/managed-ledger"
+CURSOR_KEY = "pulsar/cursor"
+SCHEMA_KEY = "pulsar/schemaId"
+
+
+def mismatch(request: DeleteLedgerPayload, metadata: LedgerMetadata) -> str | None:
+    """``None`` when the metadata matches the request, else what differs (for logs and metrics)."""
+    meta = {k: metadata.custom_text(k) for k in metadata.custom_metadata}
+    if meta.get(APPLICATION) != "pulsar":
+        return f"not a Pulsar ledger (application={meta.get(APPLICATION)!r})"
+    component = meta.get(COMPONENT)
+    if request.ledger_component == LedgerComponent.SCHEMA_STORAGE:
+        if component != "schema":
+            return f"request says schema ledger, BookKeeper says component={component!r}"
+        if meta.get(SCHEMA_KEY) != request.schema_id:
+            return f"schema id differs: request {request.schema_id!r}, BookKeeper {meta.get(SCHEMA_KEY)!r}"
+        return None
+    if component != "managed-ledger":
+        return f"request says {request.ledger_component.value}, BookKeeper says component={component!r}"
+    expected_ml = managed_ledger_name(request.topic_name)
+    if meta.get(ML_KEY) != expected_ml:
+        return f"managed ledger differs: request {expected_ml!r}, BookKeeper {meta.get(ML_KEY)!r}"
+    cursor = meta.get(CURSOR_KEY)
+    if request.ledger_component == LedgerComponent.MANAGED_LEDGER and cursor is not None:
+        return f"request says data ledger, BookKeeper says cursor ledger of {cursor!r}"
+    if request.ledger_component == LedgerComponent.MANAGED_CURSOR and cursor != request.cursor_name:
+        return f"cursor differs: request {request.cursor_name!r}, BookKeeper {cursor!r}"
+    return None

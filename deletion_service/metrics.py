@@ -1,0 +1,33 @@
+"""The daemon's Prometheus metrics, named as PIP-186 and the design list them.
+
+One :class:`DeletionMetrics` per registry, so tests (and several services in
+one process) never share counters by accident.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+PREFIX = "pulsar_ledger_deletion"
+
+
+class DeletionMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.sent = Counter(f"{PREFIX}_sent", "Deletion requests sent to the system topic", ["type"], registry=r)
+        self.received = Counter(f"{PREFIX}_received", "Deletion requests received by the delete phase", registry=r)
+        self.deleted = Counter(f"{PREFIX}_deleted", "Ledgers (or offloaded copies) deleted", ["type"], registry=r)
+        self.failed = Counter(f"{PREFIX}_failed", "Delete attempts that failed", ["type"], registry=r)
+        self.acked = Counter(f"{PREFIX}_acked", "Requests acknowledged, by how they ended", ["outcome"], registry=r)
+        self.max_retry_reached = Counter(
+            f"{PREFIX}_max_retry_reached", "Requests sent to the DLQ after twoPhaseDeletionMaxRetryDeleteCount",
+            registry=r)
+        self.dlq_size = Gauge(f"{PREFIX}_dlq_size", "Messages waiting in the DLQ subscription", registry=r)
+        self.estimated_inflight = Gauge(
+            f"{PREFIX}_estimated_inflight", "Backlog of the deletion partitions plus RETRY", registry=r)
+
+    def value(self, name: str, labels: dict[str, str] | None = None) -> float:
+        """A sample's current value (0 when never set): for tests and the demo's summary."""
+        v = self.registry.get_sample_value(name, labels or {})
+        return 0.0 if v is None else v

@@ -1,0 +1,138 @@
+"""``LedgerDeletionService``: the seed's interface, wiring stores, broker and storage together.
+
+    start()                       subscribe the delete phase, open producers
+    send_pending_delete(request)  phase one: publish a request, wait for its receipt
+    delete_ledger(payload)        synchronous verify-and-delete of a BookKeeper ledger
+    delete_offloaded_ledger(p)    the same for an offloaded copy
+    close()
+
+The synchronous deletes (used by the admin API) run the very same gather →
+decide → execute path as the consumer; only the disposition differs (an HTTP
+status instead of ack/reconsume/DLQ).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from deletion_service.broker.interface import BrokerClient
+from deletion_service.config import DeletionConfig
+from deletion_service.delete_phase import decision
+from deletion_service.delete_phase.decision import Action, Outcome, Policy, Verdict
+from deletion_service.delete_phase.execute import Executor, RateLimiter
+from deletion_service.delete_phase.gather import FactGatherer
+from deletion_service.delete_phase.worker import DeletePhaseWorker, Settled
+from deletion_service.metrics import DeletionMetrics
+from deletion_service.model import DeleteLedgerPayload, LedgerType, PendingDeleteLedgerInfo, Reason
+from deletion_service.publisher import RequestPublisher
+from deletion_service.topics import DeletionTopics
+from metastore.interface import MetadataStore
+from offloaders.registry import OffloaderSettings
+
+
+def policy_from(config: DeletionConfig) -> Policy:
+    return Policy(
+        reconsume_later_s=config.two_phase_deletion_reconsume_later_in_seconds,
+        max_retries=config.two_phase_deletion_max_retry_delete_count,
+        min_ledger_age_s=config.min_ledger_age_seconds,
+    )
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    """The end of a synchronous delete: ``outcome`` is deleted/absent/still_in_use/metadata_mismatch,
+    ``retry`` (a transient failure) or ``failed``."""
+
+    outcome: str
+    reason: str
+
+
+class LedgerDeletionService:
+    def __init__(
+        self,
+        config: DeletionConfig,
+        store: MetadataStore,
+        broker: BrokerClient,
+        bookkeeper_store: MetadataStore | None = None,
+        offload: OffloaderSettings | None = None,
+        metrics: DeletionMetrics | None = None,
+        dry_run: bool = False,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.bk_store = bookkeeper_store or store
+        self.broker = broker
+        self.metrics = metrics or DeletionMetrics()
+        self.topics = DeletionTopics.from_config(config)
+        self.offload = offload or OffloaderSettings.from_config(config.camel())
+        self.policy = policy_from(config)
+        self.publisher = RequestPublisher(broker, self.topics)
+        self.gatherer = FactGatherer(store, self.bk_store, self.offload, config.bookkeeper_ledgers_root_path)
+        self.executor = Executor(self.bk_store, self.offload, RateLimiter(config.max_deletions_per_second),
+                                 dry_run=dry_run)
+        self.worker: DeletePhaseWorker | None = None
+        self._consumers: list = []
+        self._sync_lock = threading.Lock()
+
+    # ---- lifecycle
+
+    def start(self, on_settled: Callable[[Settled], None] | None = None) -> DeletePhaseWorker:
+        requests = self.broker.consumer(self.topics.partition_topics, self.topics.subscription)
+        retries = self.broker.consumer([self.topics.retry], self.topics.subscription)
+        self._consumers = [requests, retries]
+        # Producers (and so subscriptions) for RETRY and DLQ exist before the first message needs them.
+        self.publisher.prepare(self.topics.retry, self.topics.dlq)
+        self.worker = DeletePhaseWorker(requests, retries, self.publisher, self.gatherer, self.executor,
+                                        self.policy, self.metrics, on_settled=on_settled)
+        return self.worker
+
+    def close(self) -> None:
+        for consumer in self._consumers:
+            consumer.close()
+        self._consumers = []
+        self.publisher.close()
+
+    # ---- phase one
+
+    def send_pending_delete(self, request: PendingDeleteLedgerInfo) -> str:
+        message_id = self.publisher.send_request(request)
+        self.metrics.sent.labels(type=request.ledger_type.value).inc()
+        return message_id
+
+    def pending(self, payload: DeleteLedgerPayload, reason: Reason = Reason.MANUAL) -> PendingDeleteLedgerInfo:
+        return PendingDeleteLedgerInfo(**payload.model_dump(), marked_at=int(time.time() * 1000), reason=reason)
+
+    # ---- synchronous deletes (admin API)
+
+    def delete_ledger(self, payload: DeleteLedgerPayload, reason: Reason = Reason.MANUAL) -> SyncResult:
+        assert payload.ledger_type == LedgerType.LEDGER
+        return self.delete_now(payload, reason)
+
+    def delete_offloaded_ledger(self, payload: DeleteLedgerPayload, reason: Reason = Reason.MANUAL) -> SyncResult:
+        assert payload.ledger_type == LedgerType.OFFLOAD_LEDGER
+        return self.delete_now(payload, reason)
+
+    def delete_now(self, payload: DeleteLedgerPayload, reason: Reason = Reason.MANUAL) -> SyncResult:
+        request = self.pending(payload, reason)
+        with self._sync_lock:
+            [facts] = self.gatherer.gather([request], [0])
+            action = decision.decide(request, facts, self.policy)
+            [result] = self.executor.run([action], [facts])
+            if result is not None:
+                action = decision.settle_delete(action, result, 0, self.policy)
+        return _sync_result(action)
+
+
+def _sync_result(action: Action) -> SyncResult:
+    if action.verdict == Verdict.RECONSUME:
+        return SyncResult("retry", action.reason)
+    if action.verdict == Verdict.DLQ:
+        return SyncResult("failed", action.reason)
+    outcome = decision.outcome_of(action)
+    return SyncResult(outcome.value if outcome != Outcome.DLQ else "failed", action.reason)
+
+
+__all__ = ["LedgerDeletionService", "Settled", "SyncResult", "policy_from"]

@@ -1,0 +1,212 @@
+"""The delete-phase table, row by row, without servers (it is a pure function)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from deletion_service.delete_phase import decision
+from deletion_service.delete_phase.decision import Action, Policy, Verdict
+from deletion_service.delete_phase.facts import BookKeeperFact, Facts, OffloadFact
+from deletion_service.delete_phase.references import topic_references
+from deletion_service.model import InvalidRequest, PendingDeleteLedgerInfo, decode
+from metastore.formats import (
+    IndexEntry,
+    LedgerInfo,
+    LedgerMetadata,
+    ManagedCursorInfo,
+    ManagedLedgerInfo,
+    OffloadContext,
+    Position,
+    SchemaLocator,
+)
+from offloaders.interface import IndexCheck, Verification
+
+NOW = 1_800_000_000_000
+DAY_MS = 86_400_000
+POLICY = Policy(reconsume_later_s=600, max_retries=3, min_ledger_age_s=86_400)
+TOPIC = "persistent://t/ns/orders"
+ML = {"application": "pulsar", "component": "managed-ledger", "pulsar/managed-ledger": "t/ns/persistent/orders"}
+
+
+def req(**kw: object) -> PendingDeleteLedgerInfo:
+    base = {"topicName": TOPIC, "ledgerComponent": "MANAGED_LEDGER", "ledgerType": "LEDGER", "ledgerId": 7,
+            "markedAt": NOW, "reason": "trim"}
+    return PendingDeleteLedgerInfo.model_validate({**base, **kw})
+
+
+def bk(custom: dict[str, str] | None = None, state: str = "CLOSED", ctime: int | None = NOW - 2 * DAY_MS,
+       path: str = "/ledgers/00/0000/L0007") -> BookKeeperFact:
+    meta = LedgerMetadata(quorum_size=2, ensemble_size=3, ack_quorum_size=2, state=state, ctime=ctime,
+                          custom_metadata={k: v.encode() for k, v in (ML if custom is None else custom).items()})
+    return BookKeeperFact(path, meta, version=4, znode_ctime_ms=NOW - 3 * DAY_MS)
+
+
+def test_invalid_payload_goes_to_dlq() -> None:
+    with pytest.raises(InvalidRequest) as e:
+        decode(b"{not json")
+    action = decision.invalid(str(e.value))
+    assert action.verdict == Verdict.DLQ and action.kind == "invalid-request"
+
+
+@pytest.mark.parametrize("payload,fragment", [
+    (b"\xff\xfe", "not UTF-8"),
+    (b"[1,2]", "JSON object"),
+    (b'{"topicName":"persistent://t/ns/x","ledgerComponent":"MANAGED_LEDGER","ledgerType":"LEDGER",'
+     b'"ledgerId":-1,"markedAt":1,"reason":"trim"}', "ledgerId"),
+    (b'{"topicName":"non-persistent://t/ns/x","ledgerComponent":"MANAGED_LEDGER","ledgerType":"LEDGER",'
+     b'"ledgerId":1,"markedAt":1,"reason":"trim"}', "topicName"),
+    (b'{"topicName":"persistent://t/ns/x","ledgerComponent":"MANAGED_CURSOR","ledgerType":"LEDGER",'
+     b'"ledgerId":1,"markedAt":1,"reason":"trim"}', "cursorName is required"),
+    (b'{"topicName":"persistent://t/ns/x","ledgerComponent":"MANAGED_LEDGER","ledgerType":"OFFLOAD_LEDGER",'
+     b'"ledgerId":1,"markedAt":1,"reason":"trim"}', "offloadContext is required"),
+    (b'{"topicName":"persistent://t/ns/x","ledgerComponent":"MANAGED_LEDGER","ledgerType":"LEDGER",'
+     b'"ledgerId":"12","markedAt":1,"reason":"trim"}', "ledgerId"),
+    (b'{"topicName":"persistent://t/ns/x","ledgerComponent":"BOGUS","ledgerType":"LEDGER",'
+     b'"ledgerId":1,"markedAt":1,"reason":"trim"}', "ledgerComponent"),
+])
+def test_invalid_requests_are_named(payload: bytes, fragment: str) -> None:
+    with pytest.raises(InvalidRequest, match=fragment):
+        decode(payload)
+
+
+def test_unknown_fields_are_ignored_and_json_is_stable() -> None:
+    r = decode(b'{"topicName":"persistent://t/ns/x","ledgerComponent":"MANAGED_LEDGER","ledgerType":"LEDGER",'
+               b'"ledgerId":9223372036854775807,"markedAt":1,"reason":"orphan","futureField":{"a":1}}')
+    assert r.ledger_id == 2**63 - 1
+    assert decode(r.to_json()) == r
+    assert r.to_json().startswith(b'{"topicName":"persistent://t/ns/x","ledgerComponent":"MANAGED_LEDGER"')
+
+
+def test_still_referenced_wins_over_everything_but_transient() -> None:
+    facts = Facts(NOW, references=("listed in the managed ledger",), bookkeeper=bk(state="OPEN"))
+    assert decision.decide(req(), facts, POLICY).verdict == Verdict.ACK_IN_USE
+
+
+@pytest.mark.parametrize("custom,component,extra,fragment", [
+    ({**ML, "application": "kafka"}, "MANAGED_LEDGER", {}, "not a Pulsar ledger"),
+    ({k: v for k, v in ML.items() if k != "application"}, "MANAGED_LEDGER", {}, "not a Pulsar ledger"),
+    ({**ML, "pulsar/managed-ledger": "t/ns/persistent/other"}, "MANAGED_LEDGER", {}, "managed ledger differs"),
+    ({**ML, "pulsar/cursor": "sub"}, "MANAGED_LEDGER", {}, "cursor ledger"),
+    (ML, "MANAGED_CURSOR", {"cursorName": "sub"}, "cursor differs"),
+    ({**ML, "pulsar/cursor": "other"}, "MANAGED_CURSOR", {"cursorName": "sub"}, "cursor differs"),
+    (ML, "SCHEMA_STORAGE", {"schemaId": "t/ns/orders"}, "component='managed-ledger'"),
+    ({"application": "pulsar", "component": "schema", "pulsar/schemaId": "t/ns/x"}, "SCHEMA_STORAGE",
+     {"schemaId": "t/ns/orders"}, "schema id differs"),
+    ({"application": "pulsar", "component": "compacted-ledger"}, "MANAGED_LEDGER", {}, "compacted-ledger"),
+])
+def test_metadata_mismatch_is_acked_never_deleted(custom: dict, component: str, extra: dict, fragment: str) -> None:
+    action = decision.decide(req(ledgerComponent=component, **extra), Facts(NOW, bookkeeper=bk(custom)), POLICY)
+    assert action.verdict == Verdict.ACK_MISMATCH
+    assert fragment in action.reason
+
+
+@pytest.mark.parametrize("component,extra,custom", [
+    ("MANAGED_LEDGER", {}, ML),
+    ("MANAGED_CURSOR", {"cursorName": "sub"}, {**ML, "pulsar/cursor": "sub"}),
+    ("SCHEMA_STORAGE", {"schemaId": "t/ns/orders"},
+     {"application": "pulsar", "component": "schema", "pulsar/schemaId": "t/ns/orders"}),
+])
+def test_verified_ledgers_are_deleted_at_their_version(component: str, extra: dict, custom: dict) -> None:
+    action = decision.decide(req(ledgerComponent=component, **extra), Facts(NOW, bookkeeper=bk(custom)), POLICY)
+    assert action == Action(Verdict.DELETE_BOOKKEEPER, "verified", bookkeeper_version=4)
+
+
+@pytest.mark.parametrize("state", ["OPEN", "IN_RECOVERY"])
+def test_open_ledgers_wait(state: str) -> None:
+    action = decision.decide(req(), Facts(NOW, bookkeeper=bk(state=state)), POLICY)
+    assert action.verdict == Verdict.RECONSUME and action.delay_s == 600 and state in action.reason
+    exhausted = decision.decide(req(), Facts(NOW, attempts=3, bookkeeper=bk(state=state)), POLICY)
+    assert exhausted.verdict == Verdict.DLQ and exhausted.kind == "max-retries-reached"
+
+
+@pytest.mark.parametrize("reason", ["orphan", "manual"])
+def test_young_orphans_wait_until_old_enough(reason: str) -> None:
+    young = bk(ctime=NOW - 3_600_000)  # an hour old
+    action = decision.decide(req(reason=reason), Facts(NOW, bookkeeper=young), POLICY)
+    assert action.verdict == Verdict.RECONSUME
+    assert action.delay_s == pytest.approx(86_400 - 3_600)
+    # trim and topic-deleted requests come from Pulsar itself: no age guard.
+    trimmed = decision.decide(req(reason="trim"), Facts(NOW, bookkeeper=young), POLICY)
+    assert trimmed.verdict == Verdict.DELETE_BOOKKEEPER
+
+
+def test_age_falls_back_to_znode_ctime() -> None:
+    no_ctime = bk(ctime=None)  # znode ctime three days ago
+    assert decision.decide(req(reason="orphan"), Facts(NOW, bookkeeper=no_ctime), POLICY).verdict == (
+        Verdict.DELETE_BOOKKEEPER)
+
+
+def test_absent_is_success() -> None:
+    action = decision.decide(req(), Facts(NOW, bookkeeper=BookKeeperFact("/ledgers/00/0000/L0007")), POLICY)
+    assert action.verdict == Verdict.ACK_ABSENT
+
+
+def test_unreadable_metadata_goes_to_dlq_not_deleted() -> None:
+    f = Facts(NOW, bookkeeper=BookKeeperFact("/p", unreadable="garbage", version=1))
+    assert decision.decide(req(), f, POLICY).verdict == Verdict.DLQ
+    assert decision.decide(req(), Facts(NOW, unverifiable="cursor unreadable"), POLICY).kind == "cannot-verify"
+
+
+def test_transient_gathering_failure_reconsumes_then_dead_letters() -> None:
+    assert decision.decide(req(), Facts(NOW, attempts=2, transient="zk down"), POLICY).verdict == Verdict.RECONSUME
+    action = decision.decide(req(), Facts(NOW, attempts=3, transient="zk down"), POLICY)
+    assert action.verdict == Verdict.DLQ and "zk down" in action.reason
+
+
+OFFLOAD = {"ledgerType": "OFFLOAD_LEDGER",
+           "offloadContext": {"uidMsb": 1, "uidLsb": 2, "driverName": "aws-s3", "driverMetadata": {"bucket": "b"}}}
+
+
+@pytest.mark.parametrize("fact,verdict", [
+    (OffloadFact(not_allowed="bucket 'x' not allowed"), Verdict.ACK_MISMATCH),
+    (OffloadFact(index_mismatch="index is for another ledger", present=True), Verdict.ACK_MISMATCH),
+    (OffloadFact(target_error="bucket missing"), Verdict.DLQ),
+    (OffloadFact(present=False), Verdict.ACK_ABSENT),
+    (OffloadFact(present=True, index=IndexCheck(Verification.VERIFIED, "ok"), oldest_object_ms=NOW - 2 * DAY_MS),
+     Verdict.DELETE_OFFLOAD),
+])
+def test_offload_rows(fact: OffloadFact, verdict: Verdict) -> None:
+    assert decision.decide(req(**OFFLOAD), Facts(NOW, offload=fact), POLICY).verdict == verdict
+
+
+def test_young_offloaded_orphan_waits() -> None:
+    fact = OffloadFact(present=True, index=IndexCheck(Verification.VERIFIED, "ok"), oldest_object_ms=NOW - 1000)
+    assert decision.decide(req(reason="orphan", **OFFLOAD), Facts(NOW, offload=fact), POLICY).verdict == (
+        Verdict.RECONSUME)
+
+
+def test_references_cover_every_kind_of_ledger() -> None:
+    ml = ManagedLedgerInfo([LedgerInfo(1), LedgerInfo(2, offload_context=OffloadContext(complete=True))])
+    cursors = {
+        "in-store": ManagedCursorInfo(-1, Position(1, 0)),
+        "in-ledger": ManagedCursorInfo(55, Position(1, 0)),
+        "__compaction": ManagedCursorInfo(-1, Position(1, 0), properties={"CompactedTopicLedger": 77}),
+    }
+    entries = [IndexEntry(0, Position(90, 0)), IndexEntry(1, Position(91, 0))]
+    schema = SchemaLocator(entries[1], entries)
+    refs = topic_references(ml, cursors, schema, "t/ns/orders")
+    assert set(refs) == {1, 2, 55, 77, 90, 91}
+    assert "offloaded" in refs[2][0] and "in-ledger" in refs[55][0] and "compacted" in refs[77][0]
+    assert topic_references(None, {}, None) == {}
+
+
+# Every verdict, followed by every result its action can have, ends in a disposition.
+DELETE_RESULTS = ["deleted", "absent", "bad_version", "transient:timeout", "failed:access denied"]
+FINAL = {Verdict.ACK_ABSENT, Verdict.ACK_IN_USE, Verdict.ACK_MISMATCH, Verdict.RECONSUME, Verdict.DLQ,
+         Verdict.DELETE_BOOKKEEPER, Verdict.DELETE_OFFLOAD}
+
+
+@pytest.mark.parametrize("verdict,result,attempts", list(itertools.product(
+    [Verdict.DELETE_BOOKKEEPER, Verdict.DELETE_OFFLOAD], DELETE_RESULTS, [0, 3])))
+def test_every_delete_result_settles(verdict: Verdict, result: str, attempts: int) -> None:
+    final = decision.settle_delete(Action(verdict, "verified", bookkeeper_version=1), result, attempts, POLICY)
+    assert final.verdict in FINAL
+    outcome = decision.outcome_of(final)
+    if result in ("deleted", "absent"):
+        assert outcome.value == result
+    elif result.startswith("failed"):
+        assert final.verdict == Verdict.DLQ
+    else:  # bad version and transient: retried until the budget is spent
+        assert final.verdict == (Verdict.RECONSUME if attempts < 3 else Verdict.DLQ)
