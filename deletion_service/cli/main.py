@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from deletion_service.cli import context, demo, inspect_cmd, stubs
+from deletion_service.cli import context, cursor_cmd, demo, inspect_cmd, stubs
 from deletion_service.errors import EXIT_FAILURE, EXIT_USAGE, UserError
 
 HELP = """Delete Apache Pulsar ledgers safely: the two-phase protocol of PIP-186.
@@ -60,6 +60,7 @@ def root(
 demo.register(app)
 stubs.register(app)
 app.add_typer(inspect_cmd.app, name="inspect")
+app.add_typer(cursor_cmd.app, name="cursor")
 
 
 def main(argv: list[str] | None = None) -> int:

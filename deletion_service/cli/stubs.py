@@ -44,18 +44,6 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         raise NotBuiltYet("trim", 5)
 
-    cursor_app = typer.Typer(help="Cursor operations through the cursor core.", no_args_is_help=True)
-
-    @cursor_app.command("reset", help="Move a subscription's read position (persists the cursor node).")
-    def cursor_reset(
-        topic: Annotated[str, typer.Option()],
-        subscription: Annotated[str, typer.Option()],
-        position: Annotated[str, typer.Option(help="LEDGER:ENTRY")],
-    ) -> None:
-        raise NotBuiltYet("cursor reset", 8)
-
-    app.add_typer(cursor_app, name="cursor")
-
     @app.command(help="Estimated in-flight deletions (backlog of the deletion topics).")
     def inflight() -> None:
         raise NotBuiltYet("inflight", 6)

@@ -1,0 +1,37 @@
+"""The cursor core: positions, ack state, cursor epoch, dispatcher model, seek epoch, persistence.
+
+Modules, one concept each (STYLE: not one Pulsar-sized class):
+
+* :mod:`.position` — ``Position`` and the ``L:E`` syntax;
+* :mod:`.acks` — individually acked ranges (batch-index acks attach here later);
+* :mod:`.epoch` — :class:`ManagedCursor` with the PIP-269 epoch API;
+* :mod:`.log`, :mod:`.reads`, :mod:`.state`, :mod:`.dispatcher`, :mod:`.changes`
+  — an in-memory dispatcher whose state changes atomically with the cursor;
+* :mod:`.seek` — the consumer (seek) epoch;
+* :mod:`.invariants` — in-order / nothing-stuck / Key_Shared checks;
+* :mod:`.persistence`, :mod:`.reset` — the cursor node in the metadata store;
+* :mod:`.metrics` — Prometheus metrics of epoch increases.
+"""
+
+from .acks import AckState
+from .dispatcher import Dispatcher
+from .epoch import EpochObserver, ManagedCursor
+from .errors import (
+    CursorEpochConflictError,
+    CursorError,
+    CursorLedgerBackedError,
+    CursorModifyingError,
+    CursorNotFoundError,
+    CursorVersionConflictError,
+)
+from .log import Entry, EntryLog
+from .position import Position, parse_position, predecessor, successor
+from .reads import Delivery, InFlightRead, ReadKind
+from .seek import ClientConsumer, ConsumerEpoch, Message, SeekCommand
+
+__all__ = [
+    "AckState", "ClientConsumer", "ConsumerEpoch", "CursorEpochConflictError", "CursorError",
+    "CursorLedgerBackedError", "CursorModifyingError", "CursorNotFoundError", "CursorVersionConflictError",
+    "Delivery", "Dispatcher", "Entry", "EntryLog", "EpochObserver", "InFlightRead", "ManagedCursor", "Message",
+    "Position", "ReadKind", "SeekCommand", "parse_position", "predecessor", "successor",
+]

@@ -1,0 +1,200 @@
+"""A small in-memory multi-consumer dispatcher (Shared / Key_Shared) over a :class:`ManagedCursor`.
+
+It models what PIP-269 is about: reads that are *in flight* while an
+occasional read position change runs.  Reads are started explicitly and
+completed by calling :meth:`InFlightRead.complete`, so tests can inject a
+completion at every point of a change.  Occasional changes live in
+:mod:`.changes`; this module is reads, routing and acks.
+"""
+
+from __future__ import annotations
+
+import threading
+import zlib
+from collections.abc import Callable
+
+from .changes import ChangesMixin
+from .epoch import ManagedCursor
+from .log import Entry, EntryLog
+from .position import Position, successor
+from .reads import Delivery, InFlightRead, ReadKind
+from .seek import ClientConsumer, Message
+from .state import Consumer, DelayedTracker, RecentlyJoined, RedeliverySet
+
+Selector = Callable[[str | None, list[str]], str]
+
+
+def crc_selector(key: str | None, consumers: list[str]) -> str:
+    """Key_Shared routing: a stable hash of the key over the sorted consumer names."""
+    return consumers[zlib.crc32((key or "").encode()) % len(consumers)]
+
+
+class Dispatcher(ChangesMixin):
+    """Redelivery set, delayed tracker, recently-joined consumers and consumers, under one lock."""
+
+    def __init__(self, cursor: ManagedCursor, log: EntryLog, *, key_shared: bool = False, read_batch: int = 5,
+                 selector: Selector = crc_selector, clock: Callable[[], float] = lambda: 0.0) -> None:
+        self.cursor, self.log, self.key_shared, self.read_batch = cursor, log, key_shared, read_batch
+        self.selector, self.clock = selector, clock
+        self.redelivery = RedeliverySet()
+        self.delayed = DelayedTracker()
+        self.recently_joined = RecentlyJoined()
+        self.consumers: dict[str, Consumer] = {}
+        self.deliveries: list[Delivery] = []
+        self.generation = 0
+        self.generation_start: dict[int, Position] = {0: cursor.read_position}
+        self._lock = threading.RLock()
+        self._pending_seq: InFlightRead | None = None
+        self._pending_replay: InFlightRead | None = None
+        self._deferred: list[Consumer] = []
+        self._needs_rewind = False
+        self._round_robin = 0
+
+    @property
+    def epoch_checks(self) -> bool:
+        return self.cursor.epoch_checks
+
+    @property
+    def pending_reads(self) -> list[InFlightRead]:
+        return [r for r in (self._pending_seq, self._pending_replay) if r is not None]
+
+    # ---- reads
+
+    def read_more(self) -> InFlightRead | None:
+        """Start a sequential read from the read position (one at a time); None if nothing to read."""
+        with self._lock:
+            epoch = self.cursor.read_epoch()  # CursorModifyingError while a change runs
+            if self._pending_seq is not None or not self.consumers:
+                return None
+            entries = self.log.read(self.cursor.read_position, self.read_batch)
+            if not entries:
+                return None
+            self._pending_seq = self._new_read(ReadKind.SEQUENTIAL, epoch, entries)
+            return self._pending_seq
+
+    def replay(self) -> InFlightRead | None:
+        """Start a replay read of redelivery positions (and delayed messages now due)."""
+        with self._lock:
+            epoch = self.cursor.read_epoch()
+            if self._pending_replay is not None or not self.consumers:
+                return None
+            for position in self.delayed.pop_due(self.clock(), self.read_batch):
+                self.redelivery.add(position)
+            positions = self.redelivery.first(self.read_batch)
+            if not positions:
+                return None
+            self._pending_replay = self._new_read(ReadKind.REPLAY, epoch, [self.log.entry(p) for p in positions])
+            return self._pending_replay
+
+    def _new_read(self, kind: ReadKind, epoch: int, entries: list[Entry]) -> InFlightRead:
+        epochs = {name: c.epoch.value for name, c in self.consumers.items()}
+        return InFlightRead(kind, epoch, tuple(entries), epochs, self._complete)
+
+    def _complete(self, read: InFlightRead) -> list[Delivery]:
+        with self._lock:
+            if read is self._pending_seq:
+                self._pending_seq = None
+            if read is self._pending_replay:
+                self._pending_replay = None
+            if self.cursor.is_epoch_outdated(read.cursor_epoch):
+                read.discarded = True  # PIP-269: an outdated read neither moves the cursor nor delivers
+                return []
+            if read.kind is ReadKind.SEQUENTIAL:
+                self.cursor.set_read_position(successor(read.entries[-1].position), read.cursor_epoch)
+            else:
+                for entry in read.entries:
+                    self.redelivery.remove(entry.position)
+            self._release_recently_joined()
+            return [d for entry in read.entries if (d := self._dispatch(read, entry)) is not None]
+
+    def _dispatch(self, read: InFlightRead, entry: Entry) -> Delivery | None:
+        position = entry.position
+        if position <= self.cursor.mark_delete_position or self.cursor.acks.is_acked(position):
+            return None
+        if read.kind is ReadKind.SEQUENTIAL and entry.deliver_at is not None and entry.deliver_at > self.clock():
+            self.delayed.add(position, entry.deliver_at)
+            return None
+        target = self._route(entry)
+        joined = self.recently_joined.get(target.name) if target is not None else None
+        if target is None or (joined is not None and position >= joined.max_read_position):
+            self.redelivery.add(position)  # no consumer, or Key_Shared holds it for a recently joined one
+            return None
+        epoch = read.consumer_epochs.get(target.name, target.epoch.value)
+        target.send(Message(position, epoch, read.cursor_epoch, entry.key))
+        delivery = Delivery(self.generation, read.cursor_epoch, target.name, position, entry.key, read.kind,
+                            delayed=entry.deliver_at is not None)
+        self.deliveries.append(delivery)
+        return delivery
+
+    def _route(self, entry: Entry) -> Consumer | None:
+        names = sorted(self.consumers)
+        if not names:
+            return None
+        if self.key_shared:
+            return self.consumers[self.selector(entry.key, names)]
+        self._round_robin = (self._round_robin + 1) % len(names)
+        return self.consumers[names[self._round_robin]]
+
+    # ---- acks
+
+    def ack(self, consumer: str, position: Position) -> bool:
+        """The consumer acknowledged ``position``: advance mark-delete, release recently-joined consumers."""
+        with self._lock:
+            c = self.consumers.get(consumer)
+            if c is None or position not in c.pending:
+                return False
+            c.pending.discard(position)
+            self.cursor.ack(position, self.log.next_valid)
+            self._release_recently_joined()
+            return True
+
+    def _release_recently_joined(self) -> None:
+        """Free recently-joined consumers once everything before their max read position is acked."""
+        mark_delete = self.cursor.mark_delete_position
+        self.recently_joined.release_up_to(self.log.next_valid(successor(mark_delete)) or successor(mark_delete))
+
+    def nack(self, consumer: str, position: Position) -> bool:
+        """Negative ack: the position goes to the redelivery set for a replay read."""
+        with self._lock:
+            c = self.consumers.get(consumer)
+            if c is None or position not in c.pending:
+                return False
+            c.pending.discard(position)
+            self.redelivery.add(position)
+            return True
+
+    # ---- consumers
+
+    def add_consumer(self, client: ClientConsumer) -> Consumer:
+        """Connect a consumer; during a running change it joins when the change ends (atomicity)."""
+        with self._lock:
+            consumer = Consumer(client)
+            consumer.epoch.reset(client.reconnected())
+            if self.epoch_checks and self.cursor.modifying:
+                self._deferred.append(consumer)
+            else:
+                self._connect(consumer)
+            return consumer
+
+    def _connect(self, consumer: Consumer) -> None:
+        if not self.consumers and self._needs_rewind:
+            self.rewind()  # "dispatcher reset": the first consumer after none starts from mark-delete + 1
+        self._needs_rewind = False
+        if self.key_shared and self.consumers:
+            # entries below the read position may sit unacked at other consumers: hold its keys back until acked
+            self.recently_joined.add(consumer.name, self.cursor.read_position, self.cursor.epoch)
+        self.consumers[consumer.name] = consumer
+
+    def remove_consumer(self, name: str) -> None:
+        """Disconnect: its unacked messages go to the redelivery set."""
+        with self._lock:
+            self._deferred = [c for c in self._deferred if c.name != name]
+            consumer = self.consumers.pop(name, None)
+            if consumer is None:
+                return
+            for position in consumer.pending:
+                self.redelivery.add(position)
+            consumer.pending.clear()
+            self.recently_joined.remove(name)
+            if not self.consumers:
+                self._needs_rewind = True

@@ -1,0 +1,99 @@
+"""Load and save a cursor as its ``ManagedCursorInfo`` node, with compare-and-set on the version.
+
+Only cursors whose state lives in the metadata store (``cursorsLedgerId == -1``)
+are handled: for any other, the node is a snapshot that may be behind the
+BookKeeper cursor ledger — or ahead of it after a backward reset — so editing
+it would be acting on facts we cannot see (DESIGN "What we cannot see").
+
+Every save rewrites the node even if nothing changed: an occasional read
+position change must move the node's version, because that version is what the
+mark phase checks in its atomic multi-op.  Fields we do not model (properties,
+cursor properties, lastActive, unknown fields, compression) are written back
+as read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from metastore import BadVersionError, CheckVersion, MetadataStore, MultiOpError, Put
+from metastore.formats import FormatError, ManagedCursorInfo, cursor_path, decode_cursor, encode_cursor
+
+from .acks import AckState
+from .epoch import EpochObserver, ManagedCursor
+from .errors import CursorError, CursorLedgerBackedError, CursorNotFoundError, CursorVersionConflictError
+
+NO_CURSOR_LEDGER = -1
+
+
+@dataclasses.dataclass(frozen=True)
+class StoredCursor:
+    """A cursor node as read: where, what, and at which version."""
+
+    path: str
+    info: ManagedCursorInfo
+    version: int
+
+
+def load(store: MetadataStore, topic: str, subscription: str) -> StoredCursor:
+    """Read and decode the cursor node; refuse a missing, undecodable or cursor-ledger-backed one."""
+    path = cursor_path(topic, subscription)
+    node = store.get(path)
+    if node is None:
+        raise CursorNotFoundError(f"no cursor node for subscription {subscription!r} of {topic} at {path}")
+    try:
+        info = decode_cursor(node.data)
+    except FormatError as e:
+        raise CursorError(f"cannot decode the cursor node at {path}: {e}") from e
+    if info.cursors_ledger_id != NO_CURSOR_LEDGER:
+        raise CursorLedgerBackedError(
+            f"cursor {subscription!r} of {topic} keeps its state in BookKeeper cursor ledger "
+            f"{info.cursors_ledger_id}, which this tool cannot see; use pulsar-admin topics reset-cursor")
+    if info.mark_delete is None:
+        raise CursorError(f"the cursor node at {path} has no mark-delete position")
+    return StoredCursor(path, info, node.version)
+
+
+def to_cursor(stored: StoredCursor, *, epoch_checks: bool = True,
+              observer: EpochObserver | None = None) -> ManagedCursor:
+    """The in-memory cursor (epoch 0) for a stored node; read position = mark-delete + 1."""
+    info = stored.info
+    assert info.mark_delete is not None
+    acks = AckState(info.individual_deleted_messages, info.batched_entry_deletion_index_info)
+    name = stored.path.rsplit("/", 1)[-1]
+    return ManagedCursor(name, info.mark_delete, acks=acks, epoch_checks=epoch_checks, observer=observer)
+
+
+def to_info(stored: StoredCursor, cursor: ManagedCursor) -> ManagedCursorInfo:
+    """The node content for ``cursor``: our positions and acks, everything else as read."""
+    return dataclasses.replace(
+        stored.info,
+        mark_delete=cursor.mark_delete_position,
+        individual_deleted_messages=cursor.acks.ranges(),
+        batched_entry_deletion_index_info=cursor.acks.batch_indexes(),
+    )
+
+
+def save(store: MetadataStore, stored: StoredCursor, cursor: ManagedCursor,
+         guards: Sequence[CheckVersion] = ()) -> StoredCursor:
+    """CAS-write the cursor at the version it was read (plus ``guards``, atomically); the new node.
+
+    :class:`CursorVersionConflictError` when the cursor or a guarded node moved.
+    """
+    info = to_info(stored, cursor)
+    data = encode_cursor(info)
+    try:
+        if guards:
+            versions = store.multi([*guards, Put(stored.path, data, stored.version)])
+            version = versions[-1]
+            assert version is not None
+        else:
+            version = store.put(stored.path, data, stored.version)
+    except BadVersionError as e:
+        raise CursorVersionConflictError(f"cursor node {stored.path} changed since it was read") from e
+    except MultiOpError as e:
+        if isinstance(e.cause, BadVersionError):
+            raise CursorVersionConflictError(f"{e.op.path} changed since it was read") from e
+        raise
+    return StoredCursor(stored.path, info, version)

@@ -1,0 +1,82 @@
+"""The seek epoch: messages read before a seek never reach the application after it."""
+
+from __future__ import annotations
+
+from deletion_service.cursor import (
+    ClientConsumer,
+    ConsumerEpoch,
+    Dispatcher,
+    EntryLog,
+    ManagedCursor,
+    Message,
+    Position,
+)
+
+P = Position
+
+
+def _reader(cursor_checks: bool, filter_enabled: bool = True) -> tuple[Dispatcher, ClientConsumer]:
+    d = Dispatcher(ManagedCursor("reader", P(5, -1), epoch_checks=cursor_checks), EntryLog.of({5: 20}))
+    client = ClientConsumer("r", filter_enabled=filter_enabled)
+    d.add_consumer(client)
+    return d, client
+
+
+def _seek_with_read_in_flight(d: Dispatcher, client: ClientConsumer) -> list[Message]:
+    """Queue holds 5:0..5:4 (unread by the app), 5:5..5:9 in flight; seek to 5:2; then everything lands."""
+    d.read_more().complete()
+    stale = d.read_more()
+    assert d.handle_seek("r", client.seek(P(5, 2)))
+    stale.complete()
+    d.read_more().complete()
+    return client.receive_all()
+
+
+def test_seek_epoch_alone_fences_stale_messages() -> None:
+    """Even with the cursor epoch off (pre-PIP-269 broker), the consumer epoch drops pre-seek reads."""
+    d, client = _reader(cursor_checks=False)
+    got = _seek_with_read_in_flight(d, client)
+    assert got and all(m.consumer_epoch == 1 for m in got)  # only what was read after the seek
+    assert {m.consumer_epoch for m in client.dropped} == {0}
+    assert {m.position for m in client.dropped} == {P(5, e) for e in range(10)}
+    # (Without the cursor epoch the stale read still moved the read position past 5:2..5:9 —
+    # Scenario-2's stuck — which is the cursor epoch's job, not the seek epoch's.)
+    assert [m.position for m in got][0] == P(5, 10)
+
+
+def test_with_both_epochs_the_stale_read_is_discarded_at_the_broker() -> None:
+    d, client = _reader(cursor_checks=True)
+    got = _seek_with_read_in_flight(d, client)
+    assert [m.position for m in got] == [P(5, e) for e in range(2, 7)]
+    assert [m.position for m in client.dropped] == [P(5, e) for e in range(5)]  # the pre-seek queue only
+
+
+def test_without_the_filter_pre_seek_messages_leak() -> None:
+    d, client = _reader(cursor_checks=False, filter_enabled=False)
+    got = [m.position for m in _seek_with_read_in_flight(d, client)]
+    assert got[:10] == [P(5, e) for e in range(10)]  # pre-seek messages reach the app after seek()
+
+
+def test_only_bigger_epochs_are_accepted() -> None:
+    e = ConsumerEpoch()
+    assert e.advance(2) and not e.advance(2) and not e.advance(1) and e.value == 2
+    d, client = _reader(cursor_checks=True)
+    cmd = client.seek(P(5, 3))
+    assert d.handle_seek("r", cmd)
+    epoch_after = d.cursor.epoch
+    assert not d.handle_seek("r", cmd)  # a replayed seek is refused and does not move the cursor
+    assert d.cursor.epoch == epoch_after
+
+
+def test_reconnect_resets_the_broker_side_epoch_and_the_queue() -> None:
+    d, client = _reader(cursor_checks=True)
+    d.read_more().complete()
+    client.seek(P(5, 0))
+    client.seek(P(5, 0))  # epoch 2 on the client, never sent
+    d.remove_consumer("r")
+    consumer = d.add_consumer(client)  # reconnect: subscribe carries the client's epoch
+    assert consumer.epoch.value == client.epoch == 2
+    assert client.receive() is None  # old connection's messages are gone
+    d.read_more().complete()
+    got = client.receive_all()
+    assert got and all(m.consumer_epoch == 2 for m in got)
