@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 
-from deletion_service.broker.interface import Consumer, Received
+from deletion_service.broker.interface import Received
 from deletion_service.publisher import RequestPublisher
 
 RECONSUMETIMES = "RECONSUMETIMES"
@@ -48,19 +48,17 @@ def _origin(message: Received) -> dict[str, str]:
     }
 
 
-def reconsume_later(consumer: Consumer, publisher: RequestPublisher, message: Received, delay_s: float) -> str:
+def publish_retry(publisher: RequestPublisher, message: Received, delay_s: float) -> str:
+    """Reconsume later, step one: the copy on RETRY (the caller acks the original after this returns)."""
     props = {**message.properties, **_origin(message),
              RECONSUMETIMES: str(attempts(message) + 1), DELAY_TIME: str(int(delay_s * 1000))}
-    message_id = publisher.send_retry(message.data, props, delay_s)
-    consumer.ack(message)
-    return message_id
+    return publisher.send_retry(message.data, props, delay_s)
 
 
-def dead_letter(consumer: Consumer, publisher: RequestPublisher, message: Received, reason: str,
-                last_error: str, undecodable: bool = False) -> str:
+def publish_dead_letter(publisher: RequestPublisher, message: Received, reason: str, last_error: str,
+                        undecodable: bool = False) -> str:
+    """Dead-letter, step one: the copy on the DLQ with why (the caller acks the original after this returns)."""
     props = {**message.properties, **_origin(message), DLQ_REASON: reason, DLQ_LAST_ERROR: last_error[:2000]}
     if undecodable:
         props[DLQ_PAYLOAD_BASE64] = base64.b64encode(message.data).decode()
-    message_id = publisher.send_dlq(message.data, props)
-    consumer.ack(message)
-    return message_id
+    return publisher.send_dlq(message.data, props)

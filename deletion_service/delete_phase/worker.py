@@ -51,6 +51,7 @@ class _Pending:
     action: Action
     request: PendingDeleteLedgerInfo | None
     undecodable: bool = False
+    published: bool = False  # its RETRY/DLQ copy is receipted: a failed ack must not publish it twice
 
 
 class DeletePhaseWorker:
@@ -194,15 +195,16 @@ class DeletePhaseWorker:
             _log.info("dry-run: would delete %s", p.request.describe() if p.request else "?")
             return  # left unacked: the subscription redelivers it to a real run
         try:
-            if action.verdict == Verdict.RECONSUME:
-                dispose.reconsume_later(p.consumer, self.publisher, p.message, action.delay_s)
-            elif action.verdict == Verdict.DLQ:
+            if not p.published and action.verdict == Verdict.RECONSUME:
+                dispose.publish_retry(self.publisher, p.message, action.delay_s)
+                p.published = True
+            elif not p.published and action.verdict == Verdict.DLQ:
+                dispose.publish_dead_letter(self.publisher, p.message, action.kind or "failed", action.reason,
+                                            undecodable=p.undecodable)
+                p.published = True
                 if action.kind == "max-retries-reached":
                     self.metrics.max_retry_reached.inc()
-                dispose.dead_letter(p.consumer, self.publisher, p.message, action.kind or "failed", action.reason,
-                                    undecodable=p.undecodable)
-            else:
-                p.consumer.ack(p.message)
+            p.consumer.ack(p.message)
         except BrokerError as e:
             _log.warning("could not dispose of %s (%s): will retry", p.message.message_id, e)
             self._undisposed.append(p)
