@@ -62,7 +62,7 @@ def test_unknown_subcommand_is_usage_error() -> None:
     assert r.returncode == 2 and "No such command" in r.stderr and "Traceback" not in r.stderr
 
 
-@pytest.mark.parametrize("argv,issue", [(["run"], 6), (["inflight"], 6), (["trim", "--topic", "t/ns/x"], 5)])
+@pytest.mark.parametrize("argv,issue", [(["run"], 6), (["inflight"], 6), (["dlq", "list"], 6)])
 def test_unbuilt_commands_say_so(argv: list[str], issue: int) -> None:
     run_cli(*argv).assert_one_line_error(1, "not built yet", f"issue {issue}")
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from deletion_service.cli import context, cursor_cmd, demo, inspect_cmd, stubs
+from deletion_service.cli import context, cursor_cmd, demo, inspect_cmd, mark_cmds, stubs
 from deletion_service.errors import EXIT_FAILURE, EXIT_USAGE, UserError
 
 HELP = """Delete Apache Pulsar ledgers safely: the two-phase protocol of PIP-186.
@@ -58,6 +59,7 @@ def root(
 
 
 demo.register(app)
+mark_cmds.register(app)
 stubs.register(app)
 app.add_typer(inspect_cmd.app, name="inspect")
 app.add_typer(cursor_cmd.app, name="cursor")
@@ -95,13 +97,14 @@ def _configure_logging(debug: bool) -> None:
 
 def describe(e: BaseException) -> tuple[int, str]:
     """The exit code and one line for an error; unknown errors ask for --debug."""
+    from deletion_service.broker.interface import BrokerError
     from metastore import InvalidStoreUrl, MetadataStoreError
 
     if isinstance(e, UserError):
         return e.exit_code, str(e)
     if isinstance(e, InvalidStoreUrl):
         return EXIT_USAGE, str(e)
-    if isinstance(e, MetadataStoreError):
+    if isinstance(e, MetadataStoreError | BrokerError):
         return EXIT_FAILURE, str(e)
     if isinstance(e, PermissionError):
         return EXIT_FAILURE, f"permission denied: {e.filename or e}: fix the permissions or choose another --data-dir"
@@ -110,5 +113,21 @@ def describe(e: BaseException) -> tuple[int, str]:
     return EXIT_FAILURE, f"unexpected {type(e).__name__}: {e} (rerun with --debug for the traceback)"
 
 
+def entry() -> None:
+    """The console script: exit without running interpreter teardown.
+
+    pulsar-client's C++ threads sometimes outlive ``Client.close()``; when the
+    interpreter then destroys them, the process aborts ("terminate called
+    without an active exception") after the command already succeeded.  All
+    our cleanup runs in ``finally`` blocks inside ``main``, so skipping
+    teardown loses nothing.
+    """
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -25,25 +25,6 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         raise NotBuiltYet("run", 6)
 
-    @app.command(help="Send deletion requests (never edits metadata).")
-    def enqueue(
-        topic: Annotated[str | None, typer.Option(help="persistent://tenant/ns/topic")] = None,
-        ledger_id: Annotated[int | None, typer.Option(help="the ledger to delete")] = None,
-        component: Annotated[str, typer.Option(help="MANAGED_LEDGER|MANAGED_CURSOR|SCHEMA_STORAGE")] = "MANAGED_LEDGER",
-        cursor: Annotated[str | None, typer.Option(help="cursor name, for MANAGED_CURSOR")] = None,
-        schema_id: Annotated[str | None, typer.Option(help="schema id, for SCHEMA_STORAGE")] = None,
-        from_file: Annotated[Path | None, typer.Option(help="JSON Lines of PendingDeleteLedgerInfo")] = None,
-    ) -> None:
-        raise NotBuiltYet("enqueue", 5)
-
-    @app.command(help="The mark phase for one managed ledger (topics no broker owns).")
-    def trim(
-        topic: Annotated[str, typer.Option(help="persistent://tenant/ns/topic")],
-        dry_run: Annotated[bool, typer.Option(help="show what would be picked")] = False,
-        offline: Annotated[bool, typer.Option(help="assert no broker owns the topic")] = False,
-    ) -> None:
-        raise NotBuiltYet("trim", 5)
-
     @app.command(help="Estimated in-flight deletions (backlog of the deletion topics).")
     def inflight() -> None:
         raise NotBuiltYet("inflight", 6)

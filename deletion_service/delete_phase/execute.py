@@ -88,16 +88,24 @@ class Executor:
         for f, a in zip(facts, actions, strict=True):
             assert f.bookkeeper is not None and a.bookkeeper_version is not None
             targets.append((f.bookkeeper.path, a.bookkeeper_version))
-        self.limiter.acquire(len(targets))
+        # A request delivered twice in one batch names the same znode twice: delete it once,
+        # and report the twin as "absent" — which is what it would have found a moment later.
+        unique = list(dict.fromkeys(targets))
+        self.limiter.acquire(len(unique))
         try:
-            outcomes = self.retry()(self.bk_store.delete_many, targets)
+            outcomes = self.retry()(self.bk_store.delete_many, unique)
         except TRANSIENT as e:
             return [f"transient:{e}"] * len(targets)
         mapped = {
             ZnodeOutcome.DELETED: "deleted", ZnodeOutcome.ABSENT: "absent", ZnodeOutcome.BAD_VERSION: "bad_version",
             ZnodeOutcome.NOT_EMPTY: "failed:ledger znode has children (not a ledger node?)",
         }
-        return [mapped[outcomes[path]] for path, _ in targets]
+        results, seen = [], set()
+        for path, _ in targets:
+            result = mapped[outcomes[path]]
+            results.append("absent" if path in seen and result == "deleted" else result)
+            seen.add(path)
+        return results
 
     def _delete_offload(self, facts: Facts) -> str:
         off = facts.offload

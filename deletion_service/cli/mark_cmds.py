@@ -1,0 +1,109 @@
+"""``trim`` and ``enqueue``: phase one from the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from deletion_service.broker.interface import BrokerError
+from deletion_service.cli import context, runtime, stores
+from deletion_service.errors import UsageError, UserError
+from deletion_service.mark_phase import enqueue as enqueue_mod
+from deletion_service.mark_phase.trim import trim as run_trim
+from deletion_service.publisher import RequestPublisher
+from deletion_service.topics import DeletionTopics
+
+
+def _progress(enabled: bool) -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                    console=Console(stderr=True), disable=not enabled, transient=True)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command(help="Send deletion requests (never edits metadata). Offloaded copies: use --from-file.")
+    def enqueue(
+        ctx: typer.Context,
+        topic: Annotated[str | None, typer.Option(help="persistent://tenant/ns/topic")] = None,
+        ledger_id: Annotated[int | None, typer.Option(help="the BookKeeper ledger to delete")] = None,
+        component: Annotated[str, typer.Option(help="MANAGED_LEDGER|MANAGED_CURSOR|SCHEMA_STORAGE")] = (
+            "MANAGED_LEDGER"),
+        cursor: Annotated[str | None, typer.Option(help="cursor name, for MANAGED_CURSOR")] = None,
+        schema_id: Annotated[str | None, typer.Option(help="schema id, for SCHEMA_STORAGE")] = None,
+        from_file: Annotated[Path | None, typer.Option(help="JSON Lines of PendingDeleteLedgerInfo")] = None,
+    ) -> None:
+        opts = context.get(ctx)
+        if from_file is not None:
+            if topic is not None or ledger_id is not None:
+                raise UsageError("give either --from-file or --topic/--ledger-id, not both")
+            requests = enqueue_mod.read_requests(from_file)
+        else:
+            if topic is None or ledger_id is None:
+                raise UsageError("give --topic and --ledger-id (or --from-file)")
+            requests = [enqueue_mod.single_request(topic, ledger_id, component, cursor, schema_id)]
+        cfg = runtime.config(opts)
+        with runtime.broker(opts, cfg) as broker:
+            publisher = RequestPublisher(broker, DeletionTopics.from_config(cfg))
+            with _progress(len(requests) > 1 and not opts.json) as bar:
+                task = bar.add_task("sending", total=len(requests))
+                sent: list[str] = []
+                try:
+                    sent = enqueue_mod.send_all(requests, publisher.send_request,
+                                                lambda n: bar.update(task, completed=n))
+                except BrokerError as e:
+                    raise UserError(f"{e}; sent {len(sent)} of {len(requests)} before the failure") from e
+                finally:
+                    publisher.close()
+        if opts.json:
+            typer.echo(json.dumps({"sent": len(sent), "messageIds": sent}))
+        else:
+            typer.echo(f"sent {len(sent)} deletion request(s) to {cfg.ledger_deletion_topic}")
+
+    @app.command(help="The mark phase for one managed ledger (for topics no broker owns).")
+    def trim(
+        ctx: typer.Context,
+        topic: Annotated[str, typer.Option(help="persistent://tenant/ns/topic")],
+        dry_run: Annotated[bool, typer.Option(help="show what would be picked; send and write nothing")] = False,
+        offline: Annotated[bool, typer.Option(help="you assert no broker serves this topic")] = False,
+    ) -> None:
+        opts = context.get(ctx)
+        cfg = runtime.config(opts)
+        if not cfg.topic_two_phase_deletion_enabled:
+            raise UserError("topicTwoPhaseDeletionEnabled is false: trim would not announce its deletions")
+        with stores.open_for(opts, must_exist=True) as store:
+            if dry_run:
+                result = run_trim(store, topic, lambda r: "", offline=offline, dry_run=True)
+            else:
+                with runtime.broker(opts, cfg) as broker:
+                    publisher = RequestPublisher(broker, DeletionTopics.from_config(cfg))
+                    try:
+                        with _progress(not opts.json) as bar:
+                            task = bar.add_task("sending requests", total=None)
+                            result = run_trim(store, topic, publisher.send_request, offline=offline,
+                                              progress=lambda n, total: bar.update(task, completed=n, total=total))
+                    finally:
+                        publisher.close()
+        if opts.json:
+            typer.echo(json.dumps({**result.to_json(), "dryRun": dry_run}))
+            return
+        table = Table(title=f"trim {result.topic}" + (" (dry run)" if dry_run else ""), show_header=False)
+        table.add_row("picked", _ids(result.picked) or "none")
+        if not dry_run:
+            table.add_row("removed from the ledger list", _ids(result.removed) or "none")
+            table.add_row("metadata writes", str(result.metadata_writes))
+        if result.not_sent:
+            table.add_row("not sent (kept)", _ids(result.not_sent))
+        if result.note:
+            table.add_row("note", result.note)
+        if result.aborted:
+            table.add_row("[red]aborted", result.aborted)
+        Console().print(table)
+
+
+def _ids(ids: list[int]) -> str:
+    return ", ".join(map(str, ids[:20])) + (f" … (+{len(ids) - 20})" if len(ids) > 20 else "")

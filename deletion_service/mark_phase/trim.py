@@ -1,0 +1,159 @@
+"""``trim``: the mark phase for one managed ledger, with one atomic metadata write.
+
+Order matters and is the whole point of PIP-186:
+
+1. read the managed ledger and every cursor (remembering their versions);
+2. pick ledgers wholly consumed; send one request per (ledger, storage) and
+   wait for each receipt;
+3. in ONE multi-op: check every cursor node is still at the version read in
+   step 1, and CAS-put the managed-ledger node without the receipted ids.
+
+A crash after 2 leaves requests for ledgers still listed: phase two acks them
+as still in use.  A cursor reset between 1 and 3 (its node version moved)
+fails the multi-op and nothing is forgotten: a rewound cursor can never point
+into a deleted ledger.  A failed send keeps its ledger listed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from deletion_service.broker.interface import BrokerError
+from deletion_service.errors import UserError
+from deletion_service.mark_phase import pick
+from deletion_service.model import PendingDeleteLedgerInfo
+from metastore.formats import (
+    FormatError,
+    decode_cursor,
+    decode_managed_ledger,
+    encode_managed_ledger,
+    managed_ledger_path,
+    namespace_ownership_prefix,
+    parse_topic,
+)
+from metastore.interface import BadVersionError, CheckVersion, MetadataStore, MultiOpError, Put
+
+_log = logging.getLogger(__name__)
+
+#: Test hook: ``after-send`` or ``after-write`` makes trim SIGKILL itself there (crash tests only).
+CRASH_ENV = "LEDGER_DELETION_TEST_CRASH_AT"
+
+
+@dataclass
+class TrimResult:
+    topic: str
+    picked: list[int] = field(default_factory=list)
+    removed: list[int] = field(default_factory=list)
+    metadata_writes: int = 0
+    aborted: str | None = None
+    not_sent: list[int] = field(default_factory=list)  # send failed: kept in the list
+    note: str | None = None
+
+    def to_json(self) -> dict:
+        return {"topic": self.topic, "picked": self.picked, "removed": self.removed,
+                "metadataWrites": self.metadata_writes, "aborted": self.aborted}
+
+
+class TrimRefused(UserError):
+    """The topic is not ours to edit (a broker owns it, or a cursor's state is in BookKeeper)."""
+
+
+def trim(
+    store: MetadataStore,
+    topic: str,
+    send: Callable[[PendingDeleteLedgerInfo], str],
+    offline: bool = False,
+    dry_run: bool = False,
+    clock: Callable[[], float] = time.time,
+    progress: Callable[[int, int], None] | None = None,
+) -> TrimResult:
+    try:
+        name = str(parse_topic(topic))
+    except (FormatError, ValueError) as e:
+        raise UserError(f"invalid topic {topic!r}: {e}") from e
+    if not offline:
+        _refuse_if_owned(store, name)
+    ml_path = managed_ledger_path(name)
+    ml_node = store.get(ml_path)
+    if ml_node is None:
+        raise UserError(f"no managed ledger for {name} (no node at {ml_path})")
+    try:
+        ml = decode_managed_ledger(ml_node.data)
+    except FormatError as e:
+        raise UserError(f"cannot decode the managed ledger of {name} at {ml_path}: {e}") from e
+    cursor_nodes = store.get_many([f"{ml_path}/{c}" for c in store.children(ml_path)])
+    cursors = {}
+    for path, node in cursor_nodes.items():
+        if node is None:
+            continue  # deleted since listed: one cursor fewer
+        try:
+            cursors[path.rsplit("/", 1)[1]] = decode_cursor(node.data)
+        except FormatError as e:
+            raise UserError(f"cannot decode cursor {path}: {e}; refusing to trim") from e
+    in_ledger = sorted(n for n, c in cursors.items() if not c.state_in_metadata_store)
+    if in_ledger:
+        raise TrimRefused(
+            f"cursor(s) {', '.join(in_ledger)} of {name} keep their state in a BookKeeper cursor ledger, which "
+            "this tool cannot read; trim it from a broker, or let the broker persist it to the metadata store")
+
+    picked = pick.pick(ml, cursors)
+    result = TrimResult(name, [lg.ledger_id for lg in picked.ledgers], note=picked.why_none)
+    if dry_run or not picked.ledgers:
+        return result
+
+    now_ms = int(clock() * 1000)
+    receipted: set[int] = set()
+    for i, ledger in enumerate(picked.ledgers):
+        try:
+            for request in pick.requests_for(name, ledger, now_ms):
+                send(request)
+        except BrokerError as e:
+            _log.warning("request for ledger %d of %s not sent (%s): it stays listed", ledger.ledger_id, name, e)
+            result.not_sent.append(ledger.ledger_id)
+        else:
+            receipted.add(ledger.ledger_id)
+        if progress is not None:
+            progress(i + 1, len(picked.ledgers))
+    _crash_point("after-send")
+    if not receipted:
+        return result
+
+    ops = [CheckVersion(path, node.version) for path, node in cursor_nodes.items() if node is not None]
+    ops.append(Put(ml_path, encode_managed_ledger(pick.without(ml, receipted)), ml_node.version))
+    result.metadata_writes = 1
+    try:
+        store.multi(ops)
+    except MultiOpError as e:
+        moved = e.op.path if isinstance(e.cause, BadVersionError) else None
+        result.aborted = (f"{moved} changed since it was read" if moved else str(e.cause)) + (
+            "; nothing removed: phase two will find the sent ledgers still in use")
+        return result
+    _crash_point("after-write")
+    result.removed = sorted(receipted)
+    return result
+
+
+def _refuse_if_owned(store: MetadataStore, topic: str) -> None:
+    """With the ZooKeeper-based load managers, an owned bundle has a znode under
+    ``/namespace/<tenant>/<ns>``.  Any owned bundle of the namespace refuses: which
+    bundle holds a topic depends on the broker's hash settings, and guessing wrong
+    would edit a live broker's metadata."""
+    prefix = namespace_ownership_prefix(topic)
+    owned = store.children(prefix)
+    if owned:
+        shown = ", ".join(owned[:3]) + ("…" if len(owned) > 3 else "")
+        raise TrimRefused(
+            f"namespace {prefix.removeprefix('/namespace/')} has bundles owned by a broker ({shown}): trim edits "
+            "metadata a live broker owns; unload or terminate the topic first, or pass --offline if no broker "
+            "serves it")
+
+
+def _crash_point(where: str) -> None:
+    if os.environ.get(CRASH_ENV) == where:
+        os.kill(os.getpid(), signal.SIGKILL)
+

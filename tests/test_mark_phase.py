@@ -1,0 +1,208 @@
+"""Phase one on a real ZooKeeper and the embedded broker: picks, one write, refusals, races."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import pytest
+
+from deletion_service.broker.interface import BrokerError
+from deletion_service.cluster_writer import ClusterWriter
+from deletion_service.cursor.reset import reset_stored_cursor
+from deletion_service.mark_phase.trim import TrimRefused, trim
+from deletion_service.model import PendingDeleteLedgerInfo
+from metastore import ABSENT, MetadataStore, open_store
+from metastore.formats import (
+    LedgerInfo,
+    OffloadContext,
+    Position,
+    decode_cursor,
+    decode_managed_ledger,
+    managed_ledger_path,
+)
+from metastore.interface import Op
+
+TOPIC = "persistent://t/ns/orders"
+
+
+class CountingStore(MetadataStore):
+    """Wraps a real store and counts the calls that write."""
+
+    def __init__(self, inner: MetadataStore) -> None:
+        self.inner = inner
+        self.writes: list[str] = []
+
+    def get(self, path: str):  # noqa: ANN201
+        return self.inner.get(path)
+
+    def get_many(self, paths):  # noqa: ANN001, ANN201
+        return self.inner.get_many(paths)
+
+    def children(self, path: str) -> list[str]:
+        return self.inner.children(path)
+
+    def put(self, path: str, data: bytes, expected_version: int) -> int:
+        self.writes.append(f"put {path}")
+        return self.inner.put(path, data, expected_version)
+
+    def delete(self, path: str, expected_version: int) -> None:
+        self.writes.append(f"delete {path}")
+        self.inner.delete(path, expected_version)
+
+    def multi(self, ops: Sequence[Op]) -> list[int | None]:
+        self.writes.append(f"multi of {len(ops)}")
+        return self.inner.multi(ops)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+@pytest.fixture
+def store(zk_url: str) -> Iterator[CountingStore]:
+    with open_store(zk_url) as s:
+        yield CountingStore(s)
+
+
+class Sender:
+    def __init__(self, fail_for: set[int] | None = None) -> None:
+        self.sent: list[PendingDeleteLedgerInfo] = []
+        self.fail_for = fail_for or set()
+
+    def __call__(self, request: PendingDeleteLedgerInfo) -> str:
+        if request.ledger_id in self.fail_for:
+            raise BrokerError("send timed out")
+        self.sent.append(request)
+        return f"id-{len(self.sent)}"
+
+
+def listed(store: MetadataStore, topic: str = TOPIC) -> list[int]:
+    return decode_managed_ledger(store.get(managed_ledger_path(topic)).data).ledger_ids()  # type: ignore[union-attr]
+
+
+def test_a_thousand_ledgers_trim_in_one_write(store: CountingStore) -> None:
+    w = ClusterWriter(store.inner)
+    w.managed_ledger(TOPIC, range(1, 1001))
+    w.cursor(TOPIC, "slow", Position(901, 3))
+    w.cursor(TOPIC, "fast", Position(1000, 2))
+    writes_before = len(store.writes)
+    send = Sender()
+    result = trim(store, TOPIC, send, offline=True)
+    assert result.picked == list(range(1, 901)) == result.removed
+    assert store.writes[writes_before:] == ["multi of 3"]  # two cursor checks and the ledger list
+    assert result.metadata_writes == 1
+    assert listed(store.inner) == list(range(901, 1001))
+    assert [r.ledger_id for r in send.sent] == list(range(1, 901))
+    assert {(r.ledger_type.value, r.reason.value, r.ledger_component.value) for r in send.sent} == {
+        ("LEDGER", "trim", "MANAGED_LEDGER")
+    }
+
+
+def test_wholly_consumed_last_entry_counts_but_the_current_ledger_never_goes(store: CountingStore) -> None:
+    w = ClusterWriter(store.inner)
+    w.managed_ledger(TOPIC, [LedgerInfo(1, entries=5), LedgerInfo(2, entries=5), LedgerInfo(3, entries=5)])
+    w.cursor(TOPIC, "sub", Position(3, 4))  # everything consumed, even the current ledger
+    assert trim(store, TOPIC, Sender(), offline=True).removed == [1, 2]
+    assert listed(store.inner) == [3]
+
+
+def test_offloaded_ledgers_yield_both_requests_unless_bookkeeper_copy_is_gone(store: CountingStore) -> None:
+    ctx = {"uid_msb": 5, "uid_lsb": 6, "complete": True, "driver_name": "aws-s3", "driver_metadata": {"bucket": "b"}}
+    w = ClusterWriter(store.inner)
+    w.managed_ledger(
+        TOPIC,
+        [
+            LedgerInfo(1, 1, 1, offload_context=OffloadContext(**ctx, bookkeeper_deleted=False)),
+            LedgerInfo(2, 1, 1, offload_context=OffloadContext(**ctx, bookkeeper_deleted=True)),
+            LedgerInfo(3),
+        ],
+    )
+    w.cursor(TOPIC, "sub", Position(3, 0))
+    send = Sender()
+    trim(store, TOPIC, send, offline=True)
+    assert [(r.ledger_id, r.ledger_type.value) for r in send.sent] == [
+        (1, "LEDGER"),
+        (1, "OFFLOAD_LEDGER"),
+        (2, "OFFLOAD_LEDGER"),
+    ]
+    off = send.sent[1].offload_context
+    assert off is not None and (off.uid_msb, off.uid_lsb, off.driver_name, off.driver_metadata) == (
+        5,
+        6,
+        "aws-s3",
+        {"bucket": "b"},
+    )
+
+
+def test_failed_sends_keep_their_ledgers(store: CountingStore) -> None:
+    w = ClusterWriter(store.inner)
+    w.managed_ledger(TOPIC, range(1, 7))
+    w.cursor(TOPIC, "sub", Position(6, 0))
+    result = trim(store, TOPIC, Sender(fail_for={2, 4}), offline=True)
+    assert result.not_sent == [2, 4] and result.removed == [1, 3, 5]
+    assert listed(store.inner) == [2, 4, 6]
+
+
+def test_nothing_receipted_nothing_written(store: CountingStore) -> None:
+    w = ClusterWriter(store.inner)
+    w.managed_ledger(TOPIC, range(1, 4))
+    w.cursor(TOPIC, "sub", Position(3, 0))
+    before = len(store.writes)
+    result = trim(store, TOPIC, Sender(fail_for={1, 2}), offline=True)
+    assert result.metadata_writes == 0 and store.writes[before:] == []
+    assert listed(store.inner) == [1, 2, 3]
+
+
+def test_no_cursor_no_pick(store: CountingStore) -> None:
+    ClusterWriter(store.inner).managed_ledger(TOPIC, range(1, 4))
+    result = trim(store, TOPIC, Sender(), offline=True)
+    assert result.picked == [] and "no cursors" in (result.note or "")
+
+
+def test_a_cursor_reset_during_the_sends_aborts_the_write(store: CountingStore) -> None:
+    """The race made deterministic: the reset lands between pick and commit."""
+    w = ClusterWriter(store.inner)
+    w.managed_ledger(TOPIC, [LedgerInfo(i, entries=5) for i in range(1, 6)])
+    w.cursor(TOPIC, "sub", Position(5, 0))
+    resets = []
+
+    def send_and_reset(request: PendingDeleteLedgerInfo) -> str:
+        if not resets:  # an operator rewinds the subscription into ledger 2 while trim sends
+            resets.append(reset_stored_cursor(store.inner, TOPIC, "sub", Position(2, 0)))
+        return "id"
+
+    result = trim(store, TOPIC, send_and_reset, offline=True)
+    assert result.aborted is not None and "sub" in result.aborted
+    assert result.removed == [] and listed(store.inner) == [1, 2, 3, 4, 5]
+    md = decode_cursor(store.inner.get(f"{managed_ledger_path(TOPIC)}/sub").data).mark_delete  # type: ignore[union-attr]
+    assert md == Position(2, -1)
+
+
+def test_owned_namespace_is_refused_unless_offline(store: CountingStore) -> None:
+    w = ClusterWriter(store.inner)
+    w.managed_ledger(TOPIC, range(1, 4))
+    w.cursor(TOPIC, "sub", Position(3, 0))
+    store.inner.put("/namespace/t/ns/0x00000000_0xffffffff", b'{"nativeUrl":"pulsar://b:6650"}', ABSENT)
+    with pytest.raises(TrimRefused, match="owned by a broker .*--offline"):
+        trim(store, TOPIC, Sender())
+    assert listed(store.inner) == [1, 2, 3]
+    assert trim(store, TOPIC, Sender(), offline=True).removed == [1, 2]
+
+
+def test_cursor_state_in_bookkeeper_is_refused(store: CountingStore) -> None:
+    w = ClusterWriter(store.inner)
+    w.managed_ledger(TOPIC, range(1, 4))
+    w.cursor(TOPIC, "in-ledger", Position(3, 0), cursors_ledger_id=77)
+    with pytest.raises(TrimRefused, match="in-ledger .*cursor ledger"):
+        trim(store, TOPIC, Sender(), offline=True)
+
+
+def test_written_back_with_its_compression_and_properties(store: CountingStore) -> None:
+    from metastore.formats import CompressionType, ManagedLedgerInfo, encode_managed_ledger
+
+    ml = ManagedLedgerInfo([LedgerInfo(i, 1, 1) for i in range(1, 5)], {"k": "v"}, compression=CompressionType.ZSTD)
+    store.inner.put(managed_ledger_path(TOPIC), encode_managed_ledger(ml), ABSENT)
+    ClusterWriter(store.inner).cursor(TOPIC, "sub", Position(4, 0))
+    trim(store, TOPIC, Sender(), offline=True)
+    after = decode_managed_ledger(store.inner.get(managed_ledger_path(TOPIC)).data)  # type: ignore[union-attr]
+    assert after.compression == CompressionType.ZSTD and after.properties == {"k": "v"}
+    assert after.ledger_ids() == [4]
