@@ -102,7 +102,7 @@ class PulsarBrokerClient(BrokerClient):
             return _Producer(self._client.create_producer(topic, batching_enabled=False, block_if_queue_full=True,
                                                           send_timeout_millis=15_000), topic)
         except pulsar.PulsarException as e:
-            raise BrokerError(f"cannot create a producer on {topic} at {self.service_url}: {e}") from e
+            raise self._error(f"cannot create a producer on {topic}", e) from e
 
     def consumer(self, topics: list[str], subscription: str, receiver_queue_size: int = 1000) -> Consumer:
         try:
@@ -111,7 +111,7 @@ class PulsarBrokerClient(BrokerClient):
                 initial_position=pulsar.InitialPosition.Earliest, receiver_queue_size=receiver_queue_size,
             ))
         except pulsar.PulsarException as e:
-            raise BrokerError(f"cannot subscribe {subscription} at {self.service_url}: {e}") from e
+            raise self._error(f"cannot subscribe {subscription}", e) from e
 
     def ensure_subscription(self, topic: str, subscription: str) -> None:
         with self._lock:
@@ -126,15 +126,19 @@ class PulsarBrokerClient(BrokerClient):
             except pulsar.exceptions.ConsumerBusy:
                 pass  # someone consumes it: the subscription exists
             except pulsar.PulsarException as e:
-                raise BrokerError(f"cannot create subscription {subscription} on {topic}: {e}") from e
+                raise self._error(f"cannot create subscription {subscription} on {topic}", e) from e
             self._subscribed.add((topic, subscription))
 
     def partitions(self, topic: str) -> int:
         try:
             names = self._client.get_topic_partitions(topic)
         except pulsar.PulsarException as e:
-            raise BrokerError(f"cannot read partitions of {topic}: {e}") from e
+            raise self._error(f"cannot read partitions of {topic}", e) from e
         return 0 if names == [topic] else len(names)
+
+    def _error(self, what: str, e: Exception) -> BrokerError:
+        hint = " (is the broker running and reachable?)" if isinstance(e, pulsar.Timeout | pulsar.ConnectError) else ""
+        return BrokerError(f"{what} at {self.service_url}: {e}{hint}")
 
     def close(self) -> None:
         try:

@@ -10,7 +10,8 @@ from typing import Annotated
 
 import typer
 
-from deletion_service.cli import context, cursor_cmd, demo, inspect_cmd, mark_cmds, stubs
+from deletion_service import logs
+from deletion_service.cli import context, cursor_cmd, demo, inspect_cmd, mark_cmds, ops_cmds, run_cmd, stubs
 from deletion_service.errors import EXIT_FAILURE, EXIT_USAGE, UserError
 
 HELP = """Delete Apache Pulsar ledgers safely: the two-phase protocol of PIP-186.
@@ -58,8 +59,10 @@ def root(
     )
 
 
+run_cmd.register(app)
 demo.register(app)
 mark_cmds.register(app)
+ops_cmds.register(app)
 stubs.register(app)
 app.add_typer(inspect_cmd.app, name="inspect")
 app.add_typer(cursor_cmd.app, name="cursor")
@@ -88,11 +91,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _configure_logging(debug: bool) -> None:
     """Library chatter (kazoo's reconnect loop, pulsar-client's connections) stays out of
-    an operator's terminal; our own errors are reported as one line instead."""
-    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    if not debug:
-        for noisy in ("kazoo", "pulsar", "pulsar-client", "botocore", "urllib3"):
-            logging.getLogger(noisy).setLevel(logging.CRITICAL)
+    an operator's terminal; our own errors are reported as one line instead.  ``run``
+    reconfigures for a daemon (INFO, text or JSON)."""
+    logs.configure(logging.DEBUG if debug else logging.WARNING, quiet_libraries=not debug)
 
 
 def describe(e: BaseException) -> tuple[int, str]:

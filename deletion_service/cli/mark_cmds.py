@@ -8,21 +8,15 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from deletion_service.broker.interface import BrokerError
-from deletion_service.cli import context, runtime, stores
+from deletion_service.cli import context, runtime, stores, ui
 from deletion_service.errors import UsageError, UserError
 from deletion_service.mark_phase import enqueue as enqueue_mod
 from deletion_service.mark_phase.trim import trim as run_trim
 from deletion_service.publisher import RequestPublisher
 from deletion_service.topics import DeletionTopics
-
-
-def _progress(enabled: bool) -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                    console=Console(stderr=True), disable=not enabled, transient=True)
 
 
 def register(app: typer.Typer) -> None:
@@ -49,7 +43,7 @@ def register(app: typer.Typer) -> None:
         cfg = runtime.config(opts)
         with runtime.broker(opts, cfg) as broker:
             publisher = RequestPublisher(broker, DeletionTopics.from_config(cfg))
-            with _progress(len(requests) > 1 and not opts.json) as bar:
+            with ui.progress(len(requests) > 1 and not opts.json) as bar:
                 task = bar.add_task("sending", total=len(requests))
                 sent: list[str] = []
                 try:
@@ -82,7 +76,7 @@ def register(app: typer.Typer) -> None:
                 with runtime.broker(opts, cfg) as broker:
                     publisher = RequestPublisher(broker, DeletionTopics.from_config(cfg))
                     try:
-                        with _progress(not opts.json) as bar:
+                        with ui.progress(not opts.json) as bar:
                             task = bar.add_task("sending requests", total=None)
                             result = run_trim(store, topic, publisher.send_request, offline=offline,
                                               progress=lambda n, total: bar.update(task, completed=n, total=total))
@@ -92,18 +86,15 @@ def register(app: typer.Typer) -> None:
             typer.echo(json.dumps({**result.to_json(), "dryRun": dry_run}))
             return
         table = Table(title=f"trim {result.topic}" + (" (dry run)" if dry_run else ""), show_header=False)
-        table.add_row("picked", _ids(result.picked) or "none")
+        table.add_row("picked", ui.ids(result.picked) or "none")
         if not dry_run:
-            table.add_row("removed from the ledger list", _ids(result.removed) or "none")
+            table.add_row("removed from the ledger list", ui.ids(result.removed) or "none")
             table.add_row("metadata writes", str(result.metadata_writes))
         if result.not_sent:
-            table.add_row("not sent (kept)", _ids(result.not_sent))
+            table.add_row("not sent (kept)", ui.ids(result.not_sent))
         if result.note:
             table.add_row("note", result.note)
         if result.aborted:
             table.add_row("[red]aborted", result.aborted)
         Console().print(table)
 
-
-def _ids(ids: list[int]) -> str:
-    return ", ".join(map(str, ids[:20])) + (f" … (+{len(ids) - 20})" if len(ids) > 20 else "")

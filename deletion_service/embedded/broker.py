@@ -151,6 +151,15 @@ class EmbeddedBroker:
                 stop_pid(info.pid)  # alive but not answering: ours, so ours to replace
         return self.start()
 
+    def replace(self) -> BrokerInfo:
+        """For the commands that own the broker (run, demo): a broker left running by a
+        killed daemon is stopped (it is ours: its command line names this data dir) and
+        a fresh one started, so its lifetime is this command's."""
+        info = self.read_info()
+        if info is not None and self.is_ours_and_alive(info):
+            stop_pid(info.pid)
+        return self.start()
+
     def start(self) -> BrokerInfo:
         try:
             self.broker_dir.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,71 @@
+"""``run``: the daemon — delete-phase workers, the admin HTTP API and /metrics."""
+
+from __future__ import annotations
+
+import logging
+import signal
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+
+from deletion_service import logs
+from deletion_service.cli import context, runtime
+from deletion_service.cli.admin_wiring import start_admin
+from deletion_service.cli.environment import open_environment
+from deletion_service.daemon import Daemon
+from deletion_service.errors import UsageError
+from deletion_service.inflight import NoBacklog
+from deletion_service.service import LedgerDeletionService
+
+_log = logging.getLogger("ledger_deletion.run")
+
+
+class LogFormat(StrEnum):
+    text = "text"
+    json = "json"
+
+
+def register(app: typer.Typer) -> None:
+    @app.command(help="The daemon: delete-phase workers, admin HTTP API and /metrics. Stop with SIGTERM or Ctrl-C: "
+                      "the batch in hand finishes, everything else returns to the subscription.")
+    def run(
+        ctx: typer.Context,
+        exit_when_idle: Annotated[bool, typer.Option(
+            help="exit 0 once nothing is processed or waiting out a retry delay, no message arrived for 3 s, "
+                 "and the backlog of every partition and RETRY is 0 (the DLQ is not waited for)")] = False,
+        max_wait: Annotated[float | None, typer.Option(
+            help="with --exit-when-idle: exit 3 if not idle after this many seconds")] = None,
+        admin_address: Annotated[str, typer.Option(
+            help="HOST:PORT of the admin API and /metrics; a non-loopback host requires an admin token")] = (
+            "127.0.0.1:8090"),
+        dry_run: Annotated[bool, typer.Option(
+            help="verify and report, delete nothing (requests stay queued for a real run)")] = False,
+        log_format: Annotated[LogFormat, typer.Option(help="text for people, json for log pipelines")] = (
+            LogFormat.text),
+    ) -> None:
+        opts = context.get(ctx)
+        logs.configure(logging.DEBUG if opts.debug else logging.INFO, log_format.value, quiet_libraries=not opts.debug)
+        cfg = runtime.config(opts)
+        with open_environment(opts, cfg, own_broker=True) as env:
+            if exit_when_idle and isinstance(env.backlog, NoBacklog):
+                raise UsageError("--exit-when-idle on a cluster needs --web-service-url to read the backlog")
+            service = LedgerDeletionService(cfg, env.store, env.broker, env.bk_store, env.offload, dry_run=dry_run)
+            daemon = Daemon(service, env.backlog)
+            admin = start_admin(opts, env, service, admin_address)
+            previous = {sig: signal.signal(sig, lambda *_: daemon.stop_event.set())
+                        for sig in (signal.SIGTERM, signal.SIGINT)}
+            try:
+                daemon.start()
+                where = env.embedded_broker.serviceUrl if env.embedded_broker else opts.broker_url
+                _log.info("delete phase running on %s (%d partitions + RETRY)%s; admin API on %s",
+                          where, env.topics.partitions, " [dry run]" if dry_run else "", admin.url)
+                code = daemon.wait(exit_when_idle, max_wait)
+            finally:
+                _log.info("stopping: finishing the batch in hand")
+                daemon.stop()
+                admin.stop()
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+            _log.info("stopped")
+        raise typer.Exit(code)

@@ -1,0 +1,16 @@
+"""Shared bits of terminal output."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+
+def progress(enabled: bool) -> Progress:
+    """A progress bar on stderr (stdout stays clean for --json), hidden when disabled."""
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                    console=Console(stderr=True), disable=not enabled, transient=True)
+
+
+def ids(values: list[int], limit: int = 20) -> str:
+    return ", ".join(map(str, values[:limit])) + (f" … (+{len(values) - limit})" if len(values) > limit else "")

@@ -1,0 +1,121 @@
+"""The long-running delete phase: worker loop, metric refresh, idle detection, graceful stop.
+
+Stopping (SIGTERM/SIGINT) lets the batch in hand finish — each of its
+messages ends acked, reconsumed or dead-lettered — then closes the consumers,
+which hands every message not yet taken (and RETRY messages held for later)
+back to the subscription.  Nothing is lost at any point of a stop.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from deletion_service.broker.interface import BrokerError
+from deletion_service.delete_phase.worker import DeletePhaseWorker
+from deletion_service.errors import EXIT_NOT_IDLE, EXIT_OK
+from deletion_service.inflight import BacklogSource, dlq_size, estimated_inflight
+from deletion_service.service import LedgerDeletionService
+
+_log = logging.getLogger(__name__)
+
+#: --exit-when-idle: no message may have arrived for this long.
+QUIET_S = 3.0
+
+
+@dataclass
+class IdleState:
+    idle: bool
+    why_not: str = ""
+
+
+class Daemon:
+    def __init__(
+        self,
+        service: LedgerDeletionService,
+        backlog: BacklogSource,
+        metrics_refresh_s: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.service = service
+        self.backlog = backlog
+        self.metrics_refresh_s = metrics_refresh_s
+        self.clock = clock
+        self.stop_event = threading.Event()
+        self.worker: DeletePhaseWorker | None = None
+        self._thread: threading.Thread | None = None
+        self._last_refresh = 0.0
+        self._gauge_warned = False
+        self.started_at = clock()
+
+    def start(self) -> None:
+        self.worker = self.service.start()
+        self._thread = threading.Thread(target=self._loop, name="delete-phase", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        assert self.worker is not None
+        while not self.stop_event.is_set():
+            try:
+                self.worker.run_once(0.2)
+            except Exception:  # noqa: BLE001 - the loop must outlive any one batch
+                _log.exception("delete-phase loop error; continuing")
+                time.sleep(1)
+            if self.clock() - self._last_refresh >= self.metrics_refresh_s:
+                self.refresh_gauges()
+
+    def refresh_gauges(self) -> None:
+        self._last_refresh = self.clock()
+        try:
+            m, topics = self.service.metrics, self.service.topics
+            m.estimated_inflight.set(estimated_inflight(self.backlog, topics))
+            m.dlq_size.set(dlq_size(self.backlog, topics))
+        except BrokerError as e:
+            if not self._gauge_warned:
+                _log.warning("cannot refresh backlog gauges: %s", e)
+                self._gauge_warned = True
+
+    def idle_state(self) -> IdleState:
+        """--exit-when-idle: nothing in hand or held, quiet for 3 s, and a fresh backlog read of 0."""
+        w = self.worker
+        if w is None:
+            return IdleState(False, "not started")
+        if not w.idle:
+            return IdleState(False, f"{w.held} request(s) waiting out a retry delay" if w.held else "processing")
+        quiet_since = max(w.last_message_at, self.started_at)
+        if self.clock() - quiet_since < QUIET_S:
+            return IdleState(False, "messages arrived in the last 3 s")
+        try:
+            backlog = self.backlog.backlog(self.service.topics.consumed, self.service.topics.subscription)
+        except BrokerError as e:
+            return IdleState(False, f"backlog unknown: {e}")
+        pending = {t: n for t, n in backlog.items() if n}
+        if pending:
+            return IdleState(False, f"backlog {sum(pending.values())} on {len(pending)} topic(s)")
+        return IdleState(True)
+
+    def wait(self, exit_when_idle: bool, max_wait_s: float | None, poll_s: float = 1.0) -> int:
+        """Block until stopped (0), idle (0) or out of time waiting for idle (3)."""
+        deadline = None if max_wait_s is None else self.clock() + max_wait_s
+        last = IdleState(False)
+        while not self.stop_event.is_set():
+            if exit_when_idle:
+                last = self.idle_state()
+                if last.idle:
+                    _log.info("idle: nothing in flight")
+                    return EXIT_OK
+            if deadline is not None and self.clock() >= deadline:
+                _log.warning("not idle after %.0fs: %s", max_wait_s, last.why_not)
+                return EXIT_NOT_IDLE
+            self.stop_event.wait(poll_s)
+        return EXIT_OK
+
+    def stop(self) -> None:
+        """Finish the batch in hand, then return everything else to the subscription."""
+        self.stop_event.set()
+        if self._thread is not None:
+            self._thread.join(timeout=60)
+        self.service.close()

@@ -1,0 +1,108 @@
+"""Estimated in-flight deletions: the backlog of ``ledger-deletion`` on every partition plus RETRY.
+
+PIP-186's "description API".  Two sources behind one interface: a real
+cluster's admin REST (``msgBacklog`` per subscription in topic stats) and the
+embedded broker's Prometheus ``/metrics`` (``pulsar_subscription_back_log``,
+refreshed every ~10 s, so it lags).
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterable
+from pathlib import Path
+
+from deletion_service.broker.interface import BrokerError
+from deletion_service.topics import DeletionTopics
+
+_SAMPLE = re.compile(r'^pulsar_subscription_back_log\{(?P<labels>[^}]*)\}\s+(?P<value>[0-9.eE+-]+)\s*$')
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+class BacklogSource(abc.ABC):
+    @abc.abstractmethod
+    def backlog(self, topics: Iterable[str], subscription: str) -> dict[str, int]:
+        """topic → messages not yet acknowledged by ``subscription`` (0 for a topic not created yet)."""
+
+
+def estimated_inflight(source: BacklogSource, topics: DeletionTopics) -> int:
+    return sum(source.backlog(topics.consumed, topics.subscription).values())
+
+
+def dlq_size(source: BacklogSource, topics: DeletionTopics) -> int:
+    return sum(source.backlog([topics.dlq], topics.dlq_subscription).values())
+
+
+class NoBacklog(BacklogSource):
+    """A cluster without --web-service-url: the backlog cannot be read, and says why."""
+
+    def backlog(self, topics: Iterable[str], subscription: str) -> dict[str, int]:
+        raise BrokerError("reading the backlog on a cluster needs --web-service-url (the brokers' admin REST)")
+
+
+class MetricsBacklog(BacklogSource):
+    """The embedded broker's ``/metrics`` (labels: namespace, topic, partition, subscription)."""
+
+    def __init__(self, metrics_url: str, timeout_s: float = 5) -> None:
+        self.metrics_url = metrics_url
+        self.timeout_s = timeout_s
+
+    def backlog(self, topics: Iterable[str], subscription: str) -> dict[str, int]:
+        try:
+            with urllib.request.urlopen(self.metrics_url, timeout=self.timeout_s) as r:
+                text = r.read().decode()
+        except OSError as e:
+            raise BrokerError(f"cannot read broker metrics at {self.metrics_url}: {e}") from e
+        seen = parse_backlog_metrics(text, subscription)
+        return {t: seen.get(t, 0) for t in topics}
+
+
+def parse_backlog_metrics(text: str, subscription: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        m = _SAMPLE.match(line)
+        if not m:
+            continue
+        labels = dict(_LABEL.findall(m.group("labels")))
+        if labels.get("subscription") != subscription:
+            continue
+        name = f"persistent://{labels.get('namespace', '')}/{labels.get('topic', '')}"
+        partition = labels.get("partition", "")
+        if partition not in ("", "-1"):
+            name += f"-partition-{partition}"
+        out[name] = out.get(name, 0) + int(float(m.group("value")))
+    return out
+
+
+class AdminRestBacklog(BacklogSource):
+    """A real cluster's admin REST: ``GET /admin/v2/persistent/{tenant}/{ns}/{topic}/stats``."""
+
+    def __init__(self, web_service_url: str, token_file: Path | None = None, timeout_s: float = 10) -> None:
+        self.base = web_service_url.rstrip("/")
+        self.token = Path(token_file).read_text().strip() if token_file else None
+        self.timeout_s = timeout_s
+
+    def backlog(self, topics: Iterable[str], subscription: str) -> dict[str, int]:
+        return {t: self._one(t, subscription) for t in topics}
+
+    def _one(self, topic: str, subscription: str) -> int:
+        path = topic.removeprefix("persistent://")
+        url = f"{self.base}/admin/v2/persistent/{urllib.parse.quote(path)}/stats"
+        req = urllib.request.Request(url, headers={"Accept": "application/json"})
+        if self.token:
+            req.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as r:
+                stats = json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            if e.code == 404:
+                return 0  # never written: nothing in flight there
+            raise BrokerError(f"admin REST {url} answered {e.code}") from e
+        except OSError as e:
+            raise BrokerError(f"cannot reach admin REST at {self.base}: {e}") from e
+        return int(stats.get("subscriptions", {}).get(subscription, {}).get("msgBacklog", 0))

@@ -1,0 +1,36 @@
+"""Logs for operators: readable text by default, one JSON object per line for log pipelines."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+
+NOISY = ("kazoo", "pulsar", "pulsar-client", "botocore", "urllib3", "uvicorn.access")
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        out = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out)
+
+
+def configure(level: int = logging.INFO, fmt: str = "text", quiet_libraries: bool = True) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    for name in NOISY:
+        logging.getLogger(name).setLevel(logging.CRITICAL if quiet_libraries else logging.WARNING)
