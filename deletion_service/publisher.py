@@ -39,6 +39,10 @@ class RequestPublisher:
         """To the request's partition; returns the message id once receipted."""
         return self._producer(self.topics.partition_for(request.ledger_id)).send(encode(request))
 
+    def send_raw(self, topic: str, data: bytes) -> str:
+        """Arbitrary bytes (the demo's garbled message; tests of the DLQ path)."""
+        return self._producer(topic).send(data)
+
     def send_retry(self, data: bytes, properties: dict[str, str], delay_s: float) -> str:
         return self._producer(self.topics.retry).send(data, properties, deliver_after_s=delay_s)
 

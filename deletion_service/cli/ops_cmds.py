@@ -14,7 +14,7 @@ from rich.table import Table
 from deletion_service import dlq as dlq_mod
 from deletion_service.broker.interface import BrokerError
 from deletion_service.cli import context, runtime, ui
-from deletion_service.cli.environment import open_environment
+from deletion_service.cli.environment import Environment, open_environment
 from deletion_service.config import SECRET_KEYS, DeletionConfig, env_name
 from deletion_service.errors import UserError
 from deletion_service.inflight import MetricsBacklog
@@ -30,7 +30,7 @@ def register(app: typer.Typer) -> None:
         cfg = runtime.config(opts)
         with open_environment(opts, cfg, check_cluster=False) as env:
             if env.started_broker and isinstance(env.backlog, MetricsBacklog):
-                _wait_for_fresh_metrics(env.backlog, env.topics.subscription)
+                _warm_up(env)
             try:
                 per_topic = env.backlog.backlog(env.topics.consumed, env.topics.subscription)
             except BrokerError as e:
@@ -146,16 +146,10 @@ def _config_rows(opts: context.CliContext, cfg: DeletionConfig) -> list[tuple[st
     return rows
 
 
-def _wait_for_fresh_metrics(source: MetricsBacklog, subscription: str, timeout_s: float = 12) -> None:
-    """A broker started moments ago reports no subscription samples until its first refresh (~10 s)."""
-    import urllib.request
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(source.metrics_url, timeout=2) as r:
-                if f'subscription="{subscription}"' in r.read().decode():
-                    return
-        except OSError:
-            pass
-        time.sleep(0.5)
+def _warm_up(env: Environment, refresh_s: float = 11.0) -> None:
+    """A broker this command just started has not loaded the deletion topics, so its
+    metrics say 0: load them (touch each subscription), then wait one metrics refresh."""
+    for topic in env.topics.consumed:
+        env.broker.ensure_subscription(topic, env.topics.subscription)
+    with Console(stderr=True).status("reading the embedded broker's backlog (its metrics refresh every ~10 s)…"):
+        time.sleep(refresh_s)

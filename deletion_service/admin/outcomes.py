@@ -1,0 +1,93 @@
+"""How a synchronous delete's :class:`SyncResult` becomes an HTTP status (the HTTP contract).
+
+| outcome | status | why |
+| --- | --- | --- |
+| deleted, absent | 200 | absent is success: deletion is idempotent |
+| still_in_use | 409 | the ledger is referenced; it will not be deleted, do not retry |
+| not_yet (OPEN / IN_RECOVERY ledger, or younger than ``minLedgerAgeSeconds``) | 409 + ``Retry-After`` | see below |
+| metadata_mismatch | 422 | the request does not describe this ledger (forged or stale) |
+| unavailable (metadata store, S3, broker, timeouts) | 503 + ``Retry-After`` | a dependency is down |
+| failed (metadata unreadable, offload target error) | 502 | storage answered what we cannot act on: an operator looks |
+
+Why an OPEN or young ledger is 409 and not 503: the service and its
+dependencies worked and verified the ledger; it is the *ledger's state* that
+conflicts with deleting it now (a writer still owns it, or it may not be
+registered yet).  503 tells load balancers and health tooling that the service
+is failing, which it is not.  The body's ``outcome`` (``not_yet`` vs
+``still_in_use``) and ``Retry-After`` tell a script whether retrying can help.
+
+``SyncResult`` says ``retry`` for both "not yet" and "transient failure"; the
+two are told apart by the reason's fixed prefix that ``decision.retry_later``
+writes (``transient failure: ``).  With ``twoPhaseDeletionMaxRetryDeleteCount``
+= 0 the decision table turns either into a DLQ verdict (``failed``) prefixed
+``max retries (0) reached: ``; that prefix is stripped before classifying, so the
+admin API answers the same whatever the consumer's retry budget.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+from deletion_service.service import SyncResult
+
+TRANSIENT_PREFIX = "transient failure: "
+_MAX_RETRIES = re.compile(r"^max retries \(\d+\) reached: ")
+#: Seconds a client should wait after a 503: dependencies usually come back within seconds.
+UNAVAILABLE_RETRY_AFTER_S = 10
+
+
+class HttpOutcome(StrEnum):
+    """The ``outcome`` field of every admin API response body."""
+
+    OK = "ok"
+    DELETED = "deleted"
+    ABSENT = "absent"
+    STILL_IN_USE = "still_in_use"
+    NOT_YET = "not_yet"
+    METADATA_MISMATCH = "metadata_mismatch"
+    UNAVAILABLE = "unavailable"
+    FAILED = "failed"
+    INVALID = "invalid"
+    UNAUTHORIZED = "unauthorized"
+    TOO_LARGE = "too_large"
+    UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+    NOT_FOUND = "not_found"
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class HttpAnswer:
+    status: int
+    outcome: HttpOutcome
+    reason: str
+    retry_after_s: int | None = None
+
+    def headers(self) -> dict[str, str]:
+        return {} if self.retry_after_s is None else {"Retry-After": str(self.retry_after_s)}
+
+
+_DIRECT = {
+    "deleted": (200, HttpOutcome.DELETED),
+    "absent": (200, HttpOutcome.ABSENT),
+    "still_in_use": (409, HttpOutcome.STILL_IN_USE),
+    "metadata_mismatch": (422, HttpOutcome.METADATA_MISMATCH),
+}
+
+
+def http_answer(result: SyncResult, not_yet_retry_after_s: float) -> HttpAnswer:
+    """``not_yet_retry_after_s``: when to ask again about an OPEN or young ledger (the consumer's
+    ``twoPhaseDeletionReconsumeLaterInSeconds``; at least 1)."""
+    if result.outcome in _DIRECT:
+        status, outcome = _DIRECT[result.outcome]
+        return HttpAnswer(status, outcome, result.reason)
+    if result.outcome not in ("retry", "failed"):
+        return HttpAnswer(500, HttpOutcome.ERROR, f"unexpected outcome {result.outcome!r}: {result.reason}")
+    why = _MAX_RETRIES.sub("", result.reason)
+    if why.startswith(TRANSIENT_PREFIX):
+        return HttpAnswer(503, HttpOutcome.UNAVAILABLE, why.removeprefix(TRANSIENT_PREFIX), UNAVAILABLE_RETRY_AFTER_S)
+    if result.outcome == "retry" or why != result.reason:
+        return HttpAnswer(409, HttpOutcome.NOT_YET, why, max(1, round(not_yet_retry_after_s)))
+    return HttpAnswer(502, HttpOutcome.FAILED, result.reason)
