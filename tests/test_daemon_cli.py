@@ -267,3 +267,64 @@ def test_config_show_precedence_and_masking(tmp_path: Path) -> None:
     assert "s3cr3t-token" not in r.stdout and shown["LEDGER_DELETION_ADMIN_TOKEN"] == "****"
     people = run_cli("config", "show", "--config", str(cfg), env={**env, "COLUMNS": "250"})
     assert "env LEDGER_DELETION_MIN_LEDGER_AGE_SECONDS" in people.stdout and "s3cr3t" not in people.stdout
+
+
+def test_metrics_and_inflight_answer_while_running(data_dir: Path, tmp_path: Path) -> None:
+    import urllib.request
+
+    data_dir.mkdir()
+    seed(f"sqlite:///{data_dir / 'metadata.db'}", range(1, 4))
+    assert (
+        run_cli(
+            "enqueue", "--from-file", str(request_file(tmp_path / "r.jsonl", range(1, 4))), "--data-dir", str(data_dir)
+        ).returncode
+        == 0
+    )
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "deletion_service.cli.main",
+            "run",
+            "--data-dir",
+            str(data_dir),
+            "--admin-address",
+            f"127.0.0.1:{port}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+
+    def get(path: str) -> str:
+        with urllib.request.urlopen(base + path, timeout=5) as r:
+            return r.read().decode()
+
+    try:
+        _wait_for(lambda: _answers(base + "/healthz"), 30, "the admin API")
+        deleted = 'pulsar_ledger_deletion_acked_total{outcome="deleted"} 3.0'
+        _wait_for(lambda: deleted in get("/metrics"), 30, "three deletions on /metrics")
+        metrics = get("/metrics")
+        assert 'pulsar_ledger_deletion_deleted_total{type="LEDGER"} 3.0' in metrics
+        assert "pulsar_ledger_deletion_estimated_inflight" in metrics
+        assert isinstance(json.loads(get("/admin/v2/broker-stats/estimated-inflight-deletion-ledger-count")), int)
+        # A second daemon on the same admin port: one clear line, exit 1.
+        run_cli(
+            "run", "--data-dir", str(tmp_path / "other"), "--admin-address", f"127.0.0.1:{port}", timeout=60
+        ).assert_one_line_error(1, f"127.0.0.1:{port} is already in use")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    assert proc.returncode == 0
+
+
+def _answers(url: str) -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=1):
+            return True
+    except OSError:
+        return False

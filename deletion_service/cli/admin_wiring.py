@@ -1,17 +1,18 @@
-"""Start the admin HTTP API for ``run`` (placeholder until the admin package lands)."""
+"""Start the admin HTTP API next to the daemon, serving the deletion and cursor metrics."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from deletion_service.admin.app import create_app
+from deletion_service.admin.deps import AdminDeps
+from deletion_service.admin.server import AdminServer
+from deletion_service.admin.token import load_admin_token
+from deletion_service.cli.environment import Environment
+from deletion_service.cursor import metrics as cursor_metrics
+from deletion_service.service import LedgerDeletionService
 
 
-@dataclass
-class _NoAdmin:
-    url: str = "(admin API not built yet)"
-
-    def stop(self) -> None:
-        pass
-
-
-def start_admin(opts, env, service, address):  # noqa: ANN001, ANN201
-    return _NoAdmin()
+def start_admin(env: Environment, service: LedgerDeletionService, address: str) -> AdminServer:
+    """Refuses a non-loopback address without a token and a port in use, with one clear error."""
+    token = load_admin_token(env.config.admin_token_file)
+    deps = AdminDeps.for_service(service, env.backlog, token, [cursor_metrics.REGISTRY])
+    return AdminServer(create_app(deps), address, token is not None).start()

@@ -52,7 +52,7 @@ def register(app: typer.Typer) -> None:
                 raise UsageError("--exit-when-idle on a cluster needs --web-service-url to read the backlog")
             service = LedgerDeletionService(cfg, env.store, env.broker, env.bk_store, env.offload, dry_run=dry_run)
             daemon = Daemon(service, env.backlog)
-            admin = start_admin(opts, env, service, admin_address)
+            admin = start_admin(env, service, admin_address)
             previous = {sig: signal.signal(sig, lambda *_: daemon.stop_event.set())
                         for sig in (signal.SIGTERM, signal.SIGINT)}
             try:

@@ -1,0 +1,107 @@
+"""The admin API's pure parts: status mapping, token loading, address rules, the committed OpenAPI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from deletion_service.admin.app import openapi_document, render_openapi
+from deletion_service.admin.deps import _hosts
+from deletion_service.admin.outcomes import HttpOutcome, http_answer
+from deletion_service.admin.server import is_loopback, parse_address
+from deletion_service.admin.token import TOKEN_ENV, load_admin_token
+from deletion_service.errors import UserError
+from deletion_service.service import SyncResult
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize(
+    ("outcome", "reason", "status", "http_outcome", "retry_after"),
+    [
+        ("deleted", "deleted", 200, HttpOutcome.DELETED, None),
+        ("absent", "/ledgers/00/0000/L0001 already absent", 200, HttpOutcome.ABSENT, None),
+        ("still_in_use", "in the ledger list of …", 409, HttpOutcome.STILL_IN_USE, None),
+        ("metadata_mismatch", "pulsar/managed-ledger is other", 422, HttpOutcome.METADATA_MISMATCH, None),
+        ("retry", "ledger is OPEN", 409, HttpOutcome.NOT_YET, 600),
+        ("retry", "ledger younger than minLedgerAgeSeconds (86400s)", 409, HttpOutcome.NOT_YET, 600),
+        ("retry", "transient failure: not connected to ZooKeeper", 503, HttpOutcome.UNAVAILABLE, 10),
+        # twoPhaseDeletionMaxRetryDeleteCount = 0 turns both into DLQ verdicts: the API answers the same.
+        ("failed", "max retries (0) reached: transient failure: S3 timeout", 503, HttpOutcome.UNAVAILABLE, 10),
+        ("failed", "max retries (0) reached: ledger is IN_RECOVERY", 409, HttpOutcome.NOT_YET, 600),
+        ("failed", "cannot verify: metadata of t unreadable", 502, HttpOutcome.FAILED, None),
+    ],
+)
+def test_outcome_to_status(outcome: str, reason: str, status: int, http_outcome: HttpOutcome,
+                           retry_after: int | None) -> None:
+    answer = http_answer(SyncResult(outcome, reason), not_yet_retry_after_s=600)
+    assert (answer.status, answer.outcome, answer.retry_after_s) == (status, http_outcome, retry_after)
+    assert "transient failure: " not in answer.reason
+
+
+def test_not_yet_retry_after_is_at_least_one_second() -> None:
+    assert http_answer(SyncResult("retry", "ledger is OPEN"), 0).headers() == {"Retry-After": "1"}
+
+
+def test_token_from_file_wins_over_env(tmp_path: Path) -> None:
+    f = tmp_path / "token"
+    f.write_text("s3cret-from-file\n")
+    assert load_admin_token(f, {TOKEN_ENV: "from-env"}) == "s3cret-from-file"
+    assert load_admin_token(None, {TOKEN_ENV: " from-env "}) == "from-env"
+    assert load_admin_token(None, {}) is None
+
+
+@pytest.mark.parametrize(("content", "message"), [("", "is empty"), ("  \n", "is empty"),
+                                                  ("two words", "visible ASCII")])
+def test_bad_token_file_is_refused(tmp_path: Path, content: str, message: str) -> None:
+    f = tmp_path / "token"
+    f.write_text(content)
+    with pytest.raises(UserError, match=message) as e:
+        load_admin_token(f, {})
+    assert "two words" not in str(e.value)  # the secret never appears in the error
+
+
+def test_missing_token_file_and_empty_env_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="does not exist"):
+        load_admin_token(tmp_path / "nope", {})
+    with pytest.raises(UserError, match=f"\\${TOKEN_ENV} is empty"):
+        load_admin_token(None, {TOKEN_ENV: ""})
+
+
+def test_addresses() -> None:
+    assert parse_address("127.0.0.1:8090") == ("127.0.0.1", 8090)
+    assert parse_address("[::1]:0") == ("::1", 0)
+    for bad in ("8090", "host:", ":80", "h:99999", "h:x"):
+        with pytest.raises(UserError, match="expected HOST:PORT"):
+            parse_address(bad)
+    assert all(is_loopback(h) for h in ("127.0.0.1", "127.1.2.3", "::1", "localhost"))
+    assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "10.0.0.1", "broker.example.com"))
+
+
+def test_broker_hosts_for_readiness() -> None:
+    assert _hosts("pulsar://a:6650,b:6651") == [("a", 6650), ("b", 6651)]
+    assert _hosts("pulsar+ssl://broker") == [("broker", 6651)]
+    assert _hosts("pulsar://[::1]:6650") == [("::1", 6650)]
+
+
+def test_committed_openapi_matches_the_code() -> None:
+    committed = (ROOT / "deploy" / "openapi.json").read_text(encoding="utf-8")
+    assert committed == render_openapi(openapi_document()), "run: python scripts/gen_openapi.py"
+
+
+def test_openapi_documents_every_route_and_status() -> None:
+    doc = openapi_document()
+    ops = {(m.upper(), p): o for p, item in doc["paths"].items() for m, o in item.items()}
+    assert set(ops) == {
+        ("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics"),
+        ("GET", "/admin/v2/broker-stats/estimated-inflight-deletion-ledger-count"),
+        ("GET", "/admin/v2/ledger-deletion/dlq"), ("POST", "/admin/v2/ledger-deletion/delete"),
+    }
+    for op in ops.values():
+        assert op["summary"] and op["description"]
+    delete = ops[("POST", "/admin/v2/ledger-deletion/delete")]
+    assert {"200", "400", "401", "409", "422", "503"} <= set(delete["responses"])
+    assert delete["security"] == [{"adminToken": []}]
+    inflight = ops[("GET", "/admin/v2/broker-stats/estimated-inflight-deletion-ledger-count")]
+    assert inflight["responses"]["200"]["content"]["application/json"]["schema"]["type"] == "integer"
