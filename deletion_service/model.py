@@ -13,13 +13,22 @@ import json
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from metastore.formats import FormatError, parse_topic
 
-Int64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1, strict=True)]
-LedgerId = Annotated[int, Field(ge=0, le=2**63 - 1, strict=True)]
+
+def _integral(value: Any) -> Any:
+    """JSON numbers like ``5.0`` are integers to JSON Schema and to Java's JSON libraries;
+    accept them exactly (never ``5.5``, never strings, never huge floats that lost digits)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    return value
+
+
+Int64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1, strict=True), BeforeValidator(_integral)]
+LedgerId = Annotated[int, Field(ge=0, le=2**63 - 1, strict=True), BeforeValidator(_integral)]
 
 
 class LedgerComponent(StrEnum):
@@ -106,7 +115,7 @@ class DeleteLedgerPayload(_Wire):
 class PendingDeleteLedgerInfo(DeleteLedgerPayload):
     """What goes through the system topic: the payload plus when and why it was marked."""
 
-    marked_at: Annotated[int, Field(ge=0, strict=True)]
+    marked_at: Annotated[int, Field(ge=0, strict=True), BeforeValidator(_integral)]
     reason: Reason
 
     def to_json(self) -> bytes:

@@ -16,12 +16,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from deletion_service.broker.interface import BrokerClient
 from deletion_service.config import DeletionConfig
 from deletion_service.delete_phase import decision
-from deletion_service.delete_phase.decision import Action, Outcome, Policy, Verdict
+from deletion_service.delete_phase.decision import Action, Policy, Verdict
 from deletion_service.delete_phase.execute import Executor, RateLimiter
 from deletion_service.delete_phase.gather import FactGatherer
 from deletion_service.delete_phase.worker import DeletePhaseWorker, Settled
@@ -43,11 +43,17 @@ def policy_from(config: DeletionConfig) -> Policy:
 
 @dataclass(frozen=True)
 class SyncResult:
-    """The end of a synchronous delete: ``outcome`` is deleted/absent/still_in_use/metadata_mismatch,
-    ``retry`` (a transient failure) or ``failed``."""
+    """The end of a synchronous delete.
+
+    ``outcome``: ``deleted``, ``absent``, ``still_in_use``, ``metadata_mismatch``;
+    ``not_yet`` (the ledger is open, or too young for an orphan/manual request:
+    ask again after ``retry_after_s``); ``unavailable`` (a dependency failed:
+    metadata store, S3, broker); ``failed`` (cannot verify, or a permanent
+    storage error an operator must look at)."""
 
     outcome: str
     reason: str
+    retry_after_s: float | None = None
 
 
 class LedgerDeletionService:
@@ -117,22 +123,25 @@ class LedgerDeletionService:
 
     def delete_now(self, payload: DeleteLedgerPayload, reason: Reason = Reason.MANUAL) -> SyncResult:
         request = self.pending(payload, reason)
+        # No retry budget here: the caller is the one who retries, so "not yet" never turns into a DLQ verdict.
+        policy = replace(self.policy, max_retries=2**31)
         with self._sync_lock:
             [facts] = self.gatherer.gather([request], [0])
-            action = decision.decide(request, facts, self.policy)
+            action = decision.decide(request, facts, policy)
             [result] = self.executor.run([action], [facts])
             if result is not None:
-                action = decision.settle_delete(action, result, 0, self.policy)
+                action = decision.settle_delete(action, result, 0, policy)
         return _sync_result(action)
 
 
 def _sync_result(action: Action) -> SyncResult:
     if action.verdict == Verdict.RECONSUME:
-        return SyncResult("retry", action.reason)
+        if action.kind == "transient":
+            return SyncResult("unavailable", action.reason.removeprefix("transient failure: "))
+        return SyncResult("not_yet", action.reason, retry_after_s=action.delay_s)
     if action.verdict == Verdict.DLQ:
         return SyncResult("failed", action.reason)
-    outcome = decision.outcome_of(action)
-    return SyncResult(outcome.value if outcome != Outcome.DLQ else "failed", action.reason)
+    return SyncResult(decision.outcome_of(action).value, action.reason)
 
 
 __all__ = ["LedgerDeletionService", "Settled", "SyncResult", "policy_from"]

@@ -71,6 +71,15 @@ def test_invalid_requests_are_named(payload: bytes, fragment: str) -> None:
         decode(payload)
 
 
+def test_integral_floats_are_integers_but_fractions_and_strings_are_not() -> None:
+    body = b'{"topicName":"persistent://t/ns/x","ledgerComponent":"MANAGED_LEDGER","ledgerType":"LEDGER",' \
+        b'"ledgerId":%s,"markedAt":1.0,"reason":"trim"}'
+    assert decode(body % b"5.0").ledger_id == 5
+    for bad in (b"5.5", b'"5"', b"1e300"):
+        with pytest.raises(InvalidRequest, match="ledgerId"):
+            decode(body % bad)
+
+
 def test_unknown_fields_are_ignored_and_json_is_stable() -> None:
     r = decode(b'{"topicName":"persistent://t/ns/x","ledgerComponent":"MANAGED_LEDGER","ledgerType":"LEDGER",'
                b'"ledgerId":9223372036854775807,"markedAt":1,"reason":"orphan","futureField":{"a":1}}')

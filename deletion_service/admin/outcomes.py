@@ -16,24 +16,17 @@ registered yet).  503 tells load balancers and health tooling that the service
 is failing, which it is not.  The body's ``outcome`` (``not_yet`` vs
 ``still_in_use``) and ``Retry-After`` tell a script whether retrying can help.
 
-``SyncResult`` says ``retry`` for both "not yet" and "transient failure"; the
-two are told apart by the reason's fixed prefix that ``decision.retry_later``
-writes (``transient failure: ``).  With ``twoPhaseDeletionMaxRetryDeleteCount``
-= 0 the decision table turns either into a DLQ verdict (``failed``) prefixed
-``max retries (0) reached: ``; that prefix is stripped before classifying, so the
-admin API answers the same whatever the consumer's retry budget.
+``SyncResult`` already separates "not yet" from "a dependency failed", and the
+synchronous path has no retry budget, so the mapping is a table.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from enum import StrEnum
 
 from deletion_service.service import SyncResult
 
-TRANSIENT_PREFIX = "transient failure: "
-_MAX_RETRIES = re.compile(r"^max retries \(\d+\) reached: ")
 #: Seconds a client should wait after a 503: dependencies usually come back within seconds.
 UNAVAILABLE_RETRY_AFTER_S = 10
 
@@ -74,20 +67,19 @@ _DIRECT = {
     "absent": (200, HttpOutcome.ABSENT),
     "still_in_use": (409, HttpOutcome.STILL_IN_USE),
     "metadata_mismatch": (422, HttpOutcome.METADATA_MISMATCH),
+    "failed": (502, HttpOutcome.FAILED),
 }
 
 
 def http_answer(result: SyncResult, not_yet_retry_after_s: float) -> HttpAnswer:
-    """``not_yet_retry_after_s``: when to ask again about an OPEN or young ledger (the consumer's
-    ``twoPhaseDeletionReconsumeLaterInSeconds``; at least 1)."""
+    """``not_yet_retry_after_s``: when to ask again about an OPEN ledger (the consumer's
+    ``twoPhaseDeletionReconsumeLaterInSeconds``); a young ledger says exactly when itself."""
     if result.outcome in _DIRECT:
         status, outcome = _DIRECT[result.outcome]
         return HttpAnswer(status, outcome, result.reason)
-    if result.outcome not in ("retry", "failed"):
-        return HttpAnswer(500, HttpOutcome.ERROR, f"unexpected outcome {result.outcome!r}: {result.reason}")
-    why = _MAX_RETRIES.sub("", result.reason)
-    if why.startswith(TRANSIENT_PREFIX):
-        return HttpAnswer(503, HttpOutcome.UNAVAILABLE, why.removeprefix(TRANSIENT_PREFIX), UNAVAILABLE_RETRY_AFTER_S)
-    if result.outcome == "retry" or why != result.reason:
-        return HttpAnswer(409, HttpOutcome.NOT_YET, why, max(1, round(not_yet_retry_after_s)))
-    return HttpAnswer(502, HttpOutcome.FAILED, result.reason)
+    if result.outcome == "unavailable":
+        return HttpAnswer(503, HttpOutcome.UNAVAILABLE, result.reason, UNAVAILABLE_RETRY_AFTER_S)
+    if result.outcome == "not_yet":
+        wait = result.retry_after_s if result.retry_after_s is not None else not_yet_retry_after_s
+        return HttpAnswer(409, HttpOutcome.NOT_YET, result.reason, max(1, round(wait)))
+    return HttpAnswer(500, HttpOutcome.ERROR, f"unexpected outcome {result.outcome!r}: {result.reason}")

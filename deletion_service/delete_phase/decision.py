@@ -45,7 +45,9 @@ class Action:
     reason: str
     delay_s: float = 0.0  # for RECONSUME
     bookkeeper_version: int | None = None  # for DELETE_BOOKKEEPER: delete only at this version
-    kind: str = ""  # for DLQ: the short reason an operator filters on (the DLQ's `reason` property)
+    #: DLQ: the short reason an operator filters on (the DLQ's `reason` property).
+    #: RECONSUME: ``not-yet`` (the ledger's state) or ``transient`` (a dependency failed).
+    kind: str = ""
 
 
 @dataclass(frozen=True)
@@ -129,15 +131,16 @@ def _too_young(request: PendingDeleteLedgerInfo, created_ms: int | None, facts: 
                     max(remaining_s, 1.0), facts, policy)
 
 
-def _not_yet(why: str, delay_s: float, facts: Facts, policy: Policy) -> Action:
+def _not_yet(why: str, delay_s: float, facts: Facts, policy: Policy, kind: str = "not-yet") -> Action:
     if facts.attempts >= policy.max_retries:
         return Action(Verdict.DLQ, f"max retries ({policy.max_retries}) reached: {why}", kind="max-retries-reached")
-    return Action(Verdict.RECONSUME, why, delay_s=delay_s)
+    return Action(Verdict.RECONSUME, why, delay_s=delay_s, kind=kind)
 
 
 def retry_later(error: str, attempts: int, policy: Policy) -> Action:
     """A transient failure that in-process retries did not cure."""
-    return _not_yet(f"transient failure: {error}", policy.reconsume_later_s, Facts(0, attempts), policy)
+    return _not_yet(f"transient failure: {error}", policy.reconsume_later_s, Facts(0, attempts), policy,
+                    kind="transient")
 
 
 def settle_delete(action: Action, result: str, attempts: int, policy: Policy) -> Action:
