@@ -53,13 +53,15 @@ class MetricsBacklog(BacklogSource):
         self.timeout_s = timeout_s
 
     def backlog(self, topics: Iterable[str], subscription: str) -> dict[str, int]:
+        seen = parse_backlog_metrics(self._text(), subscription)
+        return {t: seen.get(t, 0) for t in topics}
+
+    def _text(self) -> str:
         try:
             with urllib.request.urlopen(self.metrics_url, timeout=self.timeout_s) as r:
-                text = r.read().decode()
+                return r.read().decode()
         except OSError as e:
             raise BrokerError(f"cannot read broker metrics at {self.metrics_url}: {e}") from e
-        seen = parse_backlog_metrics(text, subscription)
-        return {t: seen.get(t, 0) for t in topics}
 
 
 def parse_backlog_metrics(text: str, subscription: str) -> dict[str, int]:

@@ -310,6 +310,20 @@ def test_metrics_and_inflight_answer_while_running(data_dir: Path, tmp_path: Pat
         assert 'pulsar_ledger_deletion_deleted_total{type="LEDGER"} 3.0' in metrics
         assert "pulsar_ledger_deletion_estimated_inflight" in metrics
         assert isinstance(json.loads(get("/admin/v2/broker-stats/estimated-inflight-deletion-ledger-count")), int)
+        # Another command reuses the daemon's broker instead of starting a second one on the same data.
+        owner = EmbeddedBroker(data_dir).read_info()
+        with open_store(f"sqlite:///{data_dir / 'metadata.db'}") as store:  # old enough for a manual request
+            ClusterWriter(store).bk_ledger(
+                4, pulsar_custom_metadata(TOPIC), ctime_ms=int(time.time() * 1000) - 2 * 86_400_000
+            )
+        r = run_cli("enqueue", "--topic", TOPIC, "--ledger-id", "4", "--data-dir", str(data_dir))
+        assert r.returncode == 0, r.stderr
+        assert EmbeddedBroker(data_dir).read_info() == owner
+        _wait_for(
+            lambda: 'pulsar_ledger_deletion_deleted_total{type="LEDGER"} 4.0' in get("/metrics"),
+            30,
+            "the daemon to delete the enqueued ledger",
+        )
         # A second daemon on the same admin port: one clear line, exit 1.
         run_cli(
             "run", "--data-dir", str(tmp_path / "other"), "--admin-address", f"127.0.0.1:{port}", timeout=60

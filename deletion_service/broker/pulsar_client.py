@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -77,7 +78,11 @@ class PulsarBrokerClient(BrokerClient):
         auth_token_file: Path | None = None,
         tls_trust_certs_file: Path | None = None,
         operation_timeout_s: int = 15,
+        subscription_known: Callable[[str, str], bool] | None = None,
     ) -> None:
+        """``subscription_known``: asked before subscribing just to create a subscription.
+        The embedded broker refuses a second process's consumer on a subscription a live
+        daemon consumes (real Pulsar does not), so there we first ask its metrics."""
         auth = None
         if auth_token_file is not None:
             try:
@@ -94,6 +99,7 @@ class PulsarBrokerClient(BrokerClient):
         except (pulsar.PulsarException, ValueError) as e:
             raise BrokerError(f"invalid broker URL {service_url!r}: {e}") from e
         self.service_url = service_url
+        self._subscription_known = subscription_known
         self._subscribed: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
 
@@ -116,6 +122,9 @@ class PulsarBrokerClient(BrokerClient):
     def ensure_subscription(self, topic: str, subscription: str) -> None:
         with self._lock:
             if (topic, subscription) in self._subscribed:
+                return
+            if self._subscription_known is not None and self._subscription_known(topic, subscription):
+                self._subscribed.add((topic, subscription))
                 return
             try:
                 consumer = self._client.subscribe(

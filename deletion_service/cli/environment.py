@@ -39,6 +39,7 @@ class Environment:
     topics: DeletionTopics
     embedded_broker: BrokerInfo | None = None
     started_broker: bool = False  # this command started the embedded broker (its metrics are not warm yet)
+    embedded: EmbeddedBroker | None = None
     _stack: ExitStack = field(default_factory=ExitStack, repr=False)
 
     def close(self) -> None:
@@ -67,15 +68,19 @@ def open_environment(opts: CliContext, config: DeletionConfig, own_broker: bool 
             bk_store = stack.enter_context(stores.open_for(opts, bookkeeper=True))
         info = None
         started = False
+        known = None
+        embedded = None
         if opts.broker_url:
             url = opts.broker_url
         else:
             embedded = EmbeddedBroker(opts.data_dir)
             info = embedded.replace() if own_broker else embedded.ensure()
             started = embedded.owned
+            known = embedded.subscription_known
             stack.callback(embedded.stop)
             url = info.serviceUrl
-        broker = PulsarBrokerClient(url, config.broker_auth_token_file, config.broker_tls_trust_certs_file)
+        broker = PulsarBrokerClient(url, config.broker_auth_token_file, config.broker_tls_trust_certs_file,
+                                    subscription_known=known)
         stack.callback(broker.close)
         topics = DeletionTopics.from_config(config)
         backlog = _backlog_source(opts, config, info)
@@ -86,7 +91,7 @@ def open_environment(opts: CliContext, config: DeletionConfig, own_broker: bool 
             _check_layout(bk_store, config)
             if opts.broker_url:
                 _check_partitions(broker, topics)
-        return Environment(config, store, bk_store, broker, backlog, offload, topics, info, started, stack)
+        return Environment(config, store, bk_store, broker, backlog, offload, topics, info, started, embedded, stack)
     except BaseException:
         stack.close()
         raise

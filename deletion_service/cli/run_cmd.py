@@ -57,6 +57,10 @@ def register(app: typer.Typer) -> None:
                         for sig in (signal.SIGTERM, signal.SIGINT)}
             try:
                 daemon.start()
+                if env.embedded is not None:  # so CLI calls made while we run need not subscribe
+                    env.embedded.record_subscriptions(
+                        [(t, env.topics.subscription) for t in env.topics.consumed]
+                        + [(env.topics.dlq, env.topics.dlq_subscription)])
                 where = env.embedded_broker.serviceUrl if env.embedded_broker else opts.broker_url
                 _log.info("delete phase running on %s (%d partitions + RETRY)%s; admin API on %s",
                           where, env.topics.partitions, " [dry run]" if dry_run else "", admin.url)

@@ -22,12 +22,14 @@ def broker(opts: CliContext, cfg: DeletionConfig) -> Iterator[BrokerClient]:
     from deletion_service.broker.pulsar_client import PulsarBrokerClient
 
     embedded = None
+    known = None
     if opts.broker_url:
         url = opts.broker_url
     else:
         embedded = EmbeddedBroker(opts.data_dir)
-        url = embedded.ensure().serviceUrl
-    client = PulsarBrokerClient(url, cfg.broker_auth_token_file, cfg.broker_tls_trust_certs_file)
+        url, known = embedded.ensure().serviceUrl, embedded.subscription_known
+    client = PulsarBrokerClient(url, cfg.broker_auth_token_file, cfg.broker_tls_trust_certs_file,
+                                subscription_known=known)
     try:
         yield client
     finally:

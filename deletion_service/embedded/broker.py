@@ -173,6 +173,28 @@ class EmbeddedBroker:
         self.owned, self.info = True, info
         return info
 
+    # pulsar-lite refuses a second process's consumer on a subscription a live daemon
+    # consumes, so "create the subscription by subscribing" cannot work from a CLI call
+    # while the daemon runs.  The broker keeps subscriptions in its database; we keep a
+    # note of the ones known to exist beside it, so other commands need not subscribe.
+
+    @property
+    def subscriptions_path(self) -> Path:
+        return self.broker_dir / "subscriptions.json"
+
+    def record_subscriptions(self, pairs: list[tuple[str, str]]) -> None:
+        known = self._subscriptions() | {f"{t} {s}" for t, s in pairs}
+        self.subscriptions_path.write_text(json.dumps(sorted(known)) + "\n")
+
+    def subscription_known(self, topic: str, subscription: str) -> bool:
+        return f"{topic} {subscription}" in self._subscriptions()
+
+    def _subscriptions(self) -> set[str]:
+        try:
+            return set(json.loads(self.subscriptions_path.read_text()))
+        except (OSError, ValueError):
+            return set()
+
     def stop(self) -> None:
         """Stop the broker if this object started it."""
         if self.owned and self.info is not None:
