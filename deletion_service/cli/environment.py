@@ -56,8 +56,6 @@ def open_environment(opts: CliContext, config: DeletionConfig, own_broker: bool 
                      check_cluster: bool = True) -> Environment:
     """``own_broker``: run/demo start a fresh embedded broker (replacing a stale one of a
     killed daemon) and stop it when they end; other commands reuse a running one."""
-    from deletion_service.broker.pulsar_client import PulsarBrokerClient
-
     stack = ExitStack()
     try:
         if opts.embedded:
@@ -66,22 +64,9 @@ def open_environment(opts: CliContext, config: DeletionConfig, own_broker: bool 
         bk_store = store
         if opts.bookkeeper_metadata_store and opts.bookkeeper_metadata_store != opts.metadata_store:
             bk_store = stack.enter_context(stores.open_for(opts, bookkeeper=True))
-        info = None
-        started = False
-        known = None
-        embedded = None
-        if opts.broker_url:
-            url = opts.broker_url
-        else:
-            embedded = EmbeddedBroker(opts.data_dir)
-            info = embedded.replace() if own_broker else embedded.ensure()
-            started = embedded.owned
-            known = embedded.subscription_known
-            stack.callback(embedded.stop)
-            url = info.serviceUrl
-        broker = PulsarBrokerClient(url, config.broker_auth_token_file, config.broker_tls_trust_certs_file,
-                                    subscription_known=known)
-        stack.callback(broker.close)
+        broker, embedded = connect_broker(opts, config, own_broker, stack)
+        info = embedded.info if embedded is not None else None
+        started = embedded is not None and embedded.owned
         topics = DeletionTopics.from_config(config)
         backlog = _backlog_source(opts, config, info)
         offload = _offload_settings(opts, config)
@@ -95,6 +80,27 @@ def open_environment(opts: CliContext, config: DeletionConfig, own_broker: bool 
     except BaseException:
         stack.close()
         raise
+
+
+def connect_broker(opts: CliContext, config: DeletionConfig, own_broker: bool,
+                   stack: ExitStack) -> tuple[BrokerClient, EmbeddedBroker | None]:
+    """The cluster's broker with --broker-url, else the data dir's embedded one (started
+    if none runs; ``own_broker`` replaces a running one).  Closed and stopped with ``stack``."""
+    from deletion_service.broker.pulsar_client import PulsarBrokerClient
+
+    embedded = None
+    known = None
+    if opts.broker_url:
+        url = opts.broker_url
+    else:
+        embedded = EmbeddedBroker(opts.data_dir)
+        url = (embedded.replace() if own_broker else embedded.ensure()).serviceUrl
+        known = embedded.subscription_known
+        stack.callback(embedded.stop)
+    broker = PulsarBrokerClient(url, config.broker_auth_token_file, config.broker_tls_trust_certs_file,
+                                subscription_known=known)
+    stack.callback(broker.close)
+    return broker, embedded
 
 
 def _make_data_dir(data_dir: Path) -> None:
