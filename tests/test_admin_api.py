@@ -123,6 +123,7 @@ def test_orphan_is_deleted_then_absent(stack: Stack) -> None:
     assert not w.bk_exists(11) and w.bk_exists(10)
     again = stack.delete(11)
     assert (again.status, again.body["outcome"]) == (200, "absent"), again.body
+    assert w.service.metrics.value("pulsar_ledger_deletion_deleted_total", {"type": "LEDGER"}) == 1
 
 
 def test_referenced_ledger_is_409_and_kept(stack: Stack) -> None:
