@@ -112,31 +112,39 @@ class DeletePhaseWorker:
                 self.busy = False
 
     def _collect(self, wait_s: float) -> list[tuple[Received, Consumer]]:
+        """Due held messages first, then whatever both consumers have ready (1 ms polls, so a
+        full batch costs no waiting); only an empty round waits, and only up to ``wait_s``."""
         batch: list[tuple[Received, Consumer]] = []
         now_ms = int(self.clock() * 1000)
         while self._held and self._held[0][0] <= now_ms and len(batch) < self.batch_size:
             batch.append((heapq.heappop(self._held)[2], self.retries))
         deadline = time.monotonic() + wait_s
-        sources = [(self.requests, True), (self.retries, len(self._held) < self.max_held)]
         while len(batch) < self.batch_size:
             got = False
-            for consumer, allowed in sources:
-                if not allowed:
-                    continue
-                msg = self._receive(consumer, 0.01 if batch else max(0.01, min(0.05, deadline - time.monotonic())))
-                if msg is None:
-                    continue
-                got = True
-                self.last_message_at = time.monotonic()
-                self.metrics.received.inc()
-                due = dispose.due_at_ms(msg) if consumer is self.retries else 0
-                if due > int(self.clock() * 1000):
-                    heapq.heappush(self._held, (due, next(self._seq), msg))
-                else:
-                    batch.append((msg, consumer))
-            if not got and (batch or time.monotonic() >= deadline):
+            for consumer in (self.requests, self.retries):
+                if consumer is self.retries and len(self._held) >= self.max_held:
+                    continue  # bounded: take no more RETRY messages until held ones are due
+                while len(batch) < self.batch_size and (msg := self._receive(consumer, 0.001)) is not None:
+                    got = True
+                    self._take(msg, consumer, batch)
+            if got:
+                continue
+            remaining = deadline - time.monotonic()
+            if batch or remaining <= 0:
                 break
+            msg = self._receive(self.requests, min(0.05, remaining))  # idle: wait a little, not spin
+            if msg is not None:
+                self._take(msg, self.requests, batch)
         return batch
+
+    def _take(self, msg: Received, consumer: Consumer, batch: list[tuple[Received, Consumer]]) -> None:
+        self.last_message_at = time.monotonic()
+        self.metrics.received.inc()
+        due = dispose.due_at_ms(msg) if consumer is self.retries else 0
+        if due > int(self.clock() * 1000):
+            heapq.heappush(self._held, (due, next(self._seq), msg))
+        else:
+            batch.append((msg, consumer))
 
     def _receive(self, consumer: Consumer, timeout_s: float) -> Received | None:
         try:
