@@ -342,3 +342,30 @@ def _answers(url: str) -> bool:
             return True
     except OSError:
         return False
+
+
+@pytest.mark.parametrize(
+    "layout,fragment",
+    [
+        (b"2\norg.apache.bookkeeper.meta.FlatLedgerManagerFactory:1\n", "FlatLedgerManagerFactory"),
+        (None, "no LAYOUT node under '/ledgers'"),
+    ],
+)
+def test_unknown_or_missing_ledger_layout_is_refused(
+    zk_url: str, tmp_path: Path, layout: bytes | None, fragment: str
+) -> None:
+    """A wrong ledger path plus "absent = success" would silently leave orphans: refuse to start."""
+    with open_store(zk_url) as store:
+        if layout is not None:
+            store.put("/ledgers/LAYOUT", layout, -1)
+        else:
+            store.put("/ledgers/00/0000/L0001", b"", -1)
+    run_cli(
+        "run",
+        "--metadata-store",
+        zk_url,
+        "--data-dir",
+        str(tmp_path / "d"),
+        "--admin-address",
+        f"127.0.0.1:{free_port()}",
+    ).assert_one_line_error(1, "ledger layout", fragment)
