@@ -267,6 +267,10 @@ def test_config_show_precedence_and_masking(tmp_path: Path) -> None:
     assert "s3cr3t-token" not in r.stdout and shown["LEDGER_DELETION_ADMIN_TOKEN"] == "****"
     people = run_cli("config", "show", "--config", str(cfg), env={**env, "COLUMNS": "250"})
     assert "env LEDGER_DELETION_MIN_LEDGER_AGE_SECONDS" in people.stdout and "s3cr3t" not in people.stdout
+    flagged = run_cli("config", "show", "--config", str(cfg), "--json", "--set", "minLedgerAgeSeconds=30", env=env)
+    assert json.loads(flagged.stdout)["minLedgerAgeSeconds"] == 30  # flag over env
+    run_cli("config", "show", "--set", "noSuchKey=1").assert_one_line_error(1, "unknown config key 'noSuchKey'")
+    run_cli("config", "show", "--set", "novalue").assert_one_line_error(2, "KEY=VALUE")
 
 
 def test_metrics_and_inflight_answer_while_running(data_dir: Path, tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ COMMON_OPTIONS: dict[str, bool] = {
     "--web-service-url": True,
     "--data-dir": True,
     "--config": True,
+    "--set": True,
     "--json": False,
     "--debug": False,
 }
@@ -30,6 +31,7 @@ class CliContext:
     web_service_url: str | None = None
     data_dir: Path = DEFAULT_DATA_DIR
     config: Path | None = None
+    settings: tuple[str, ...] = ()  # --set KEY=VALUE, highest precedence
     json: bool = False
     debug: bool = False
 

@@ -49,12 +49,17 @@ def root(
     data_dir: Annotated[Path, typer.Option(help="where the embedded mode keeps its state")] = (
         context.DEFAULT_DATA_DIR),
     config: Annotated[Path | None, typer.Option(help="TOML config file (camelCase keys as in Pulsar)")] = None,
+    settings: Annotated[list[str] | None, typer.Option(
+        "--set", metavar="KEY=VALUE",
+        help="override one config key, e.g. --set twoPhaseDeletionMaxRetryDeleteCount=3 (repeatable; "
+             "beats env and file)")] = None,
     json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
     debug: Annotated[bool, typer.Option("--debug", help="show tracebacks and debug logs")] = False,
 ) -> None:
     ctx.obj = context.CliContext(
         metadata_store=metadata_store, bookkeeper_metadata_store=bookkeeper_metadata_store,
         broker_url=broker_url, web_service_url=web_service_url, data_dir=data_dir, config=config,
+        settings=tuple(settings or ()),
         json=json, debug=debug,
     )
 

@@ -130,8 +130,9 @@ def _config_rows(opts: context.CliContext, cfg: DeletionConfig) -> list[tuple[st
 
         file_keys = set(tomllib.loads(opts.config.read_text()))
     rows: list[tuple[str, Any, str]] = []
+    flags = runtime.overrides(opts)
     for key, value in cfg.camel().items():
-        source = ("env " + env_name(key) if env_name(key) in os.environ
+        source = ("--set" if key in flags else "env " + env_name(key) if env_name(key) in os.environ
                   else f"file {opts.config}" if key in file_keys else "default")
         if key in SECRET_KEYS and value is not None:
             value = f"{value} (file; contents not shown)"

@@ -8,10 +8,21 @@ from contextlib import ExitStack, contextmanager
 from deletion_service.broker.interface import BrokerClient
 from deletion_service.cli.context import CliContext
 from deletion_service.config import DeletionConfig, load_config
+from deletion_service.errors import UsageError
 
 
 def config(opts: CliContext) -> DeletionConfig:
-    return load_config(opts.config)
+    return load_config(opts.config, overrides=overrides(opts))
+
+
+def overrides(opts: CliContext) -> dict[str, str]:
+    out = {}
+    for item in opts.settings:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--set expects KEY=VALUE, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
 
 
 @contextmanager
