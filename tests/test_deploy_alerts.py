@@ -1,0 +1,42 @@
+"""The Prometheus alert rules: valid, unit-tested by promtool, and naming metrics the daemon exports."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from prometheus_client import generate_latest
+
+from deletion_service.metrics import DeletionMetrics
+
+RULES = Path(__file__).resolve().parents[1] / "deploy" / "prometheus"
+PROMTOOL = shutil.which("promtool")
+pytestmark = pytest.mark.skipif(PROMTOOL is None, reason="promtool missing: scripts/test.sh installs Debian prometheus")
+
+
+def test_rules_are_valid() -> None:
+    r = subprocess.run([PROMTOOL, "check", "rules", "ledger-deletion-alerts.yml"], cwd=RULES,  # type: ignore[list-item]
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "SUCCESS: 5 rules found" in r.stdout
+
+
+def test_rules_fire_when_they_should_and_only_then() -> None:
+    r = subprocess.run([PROMTOOL, "test", "rules", "ledger-deletion-alerts.test.yml"], cwd=RULES,  # type: ignore[list-item]
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_every_metric_in_the_rules_is_exported() -> None:
+    m = DeletionMetrics()
+    m.acked.labels(outcome="dlq").inc()  # labelled families appear once used
+    m.deleted.labels(type="LEDGER").inc()
+    m.sent.labels(type="LEDGER").inc()
+    m.failed.labels(type="LEDGER").inc()
+    exported = {line.split("{")[0].split(" ")[0] for line in generate_latest(m.registry).decode().splitlines()
+                if line and not line.startswith("#")}
+    used = set(re.findall(r"\b(pulsar_ledger_deletion_\w+)", (RULES / "ledger-deletion-alerts.yml").read_text()))
+    assert used and used <= exported, used - exported
