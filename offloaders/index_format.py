@@ -16,17 +16,21 @@ Upstream (``tiered-storage/jcloud`` and ``tiered-storage/file-system``) writes:
   ``data`` SequenceFile starts with the record key ``-1`` holding the same
   ``LedgerMetadataFormat`` bytes.
 
-Protobuf is decoded with a tiny wire-format reader: we need four scalar fields
-and one repeated message, and must not depend on another package's generated code.
+The embedded protobuf messages are decoded (and, for fixtures, encoded) with
+the project's own codecs in :mod:`metastore.formats`, the same ones that read
+ledger znodes and managed-ledger nodes.
 """
 
 from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from metastore.formats import FormatError, LedgerInfo, LedgerMetadata, Segment
+from metastore.formats.bk_ledger import decode_ledger_metadata_message, encode_ledger_metadata_message
+from metastore.formats.managed_ledger import decode_ledger_info
+from metastore.formats.managed_ledger import encode_ledger_info as encode_ledger_info_message
 from offloaders.interface import IndexCheck, IndexExpectation, OffloadIndexMismatchError, Verification
 
 INDEX_MAGIC_V1 = 0xDE47DE47
@@ -49,48 +53,6 @@ class IndexFormatError(ValueError):
 # --------------------------------------------------------------------------- protobuf
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(buf):
-            raise IndexFormatError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise IndexFormatError("varint too long")
-
-
-def _fields(buf: bytes) -> Iterator[tuple[int, int | bytes]]:
-    """(field number, int or bytes) for every field of one message."""
-    pos = 0
-    while pos < len(buf):
-        key, pos = _varint(buf, pos)
-        num, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = _varint(buf, pos)
-            yield num, value
-        elif wire == 2:
-            size, pos = _varint(buf, pos)
-            if pos + size > len(buf):
-                raise IndexFormatError("truncated length-delimited field")
-            yield num, buf[pos:pos + size]
-            pos += size
-        elif wire == 1:
-            pos += 8
-        elif wire == 5:
-            pos += 4
-        else:
-            raise IndexFormatError(f"unsupported wire type {wire}")
-
-
-def _signed64(v: int) -> int:
-    return v - (1 << 64) if v >= 1 << 63 else v
-
-
 @dataclass(frozen=True, slots=True)
 class SourceLedgerMetadata:
     """The fields of BookKeeper's ``LedgerMetadataFormat`` we compare."""
@@ -107,27 +69,12 @@ class SourceLedgerMetadata:
 
 
 def parse_ledger_metadata_format(buf: bytes) -> SourceLedgerMetadata:
-    """``LedgerMetadataFormat``: length=3, lastEntryId=4, ctime=10, customMetadata=11{key=1,value=2}."""
-    length = last = ctime = None
-    custom: dict[str, bytes] = {}
-    for num, value in _fields(buf):
-        if num == 3 and isinstance(value, int):
-            length = _signed64(value)
-        elif num == 4 and isinstance(value, int):
-            last = _signed64(value)
-        elif num == 10 and isinstance(value, int):
-            ctime = _signed64(value)
-        elif num == 11 and isinstance(value, bytes):
-            k: str | None = None
-            v = b""
-            for n2, v2 in _fields(value):
-                if n2 == 1 and isinstance(v2, bytes):
-                    k = v2.decode("utf-8", "replace")
-                elif n2 == 2 and isinstance(v2, bytes):
-                    v = v2
-            if k is not None:
-                custom[k] = v
-    return SourceLedgerMetadata(length, last, ctime, custom)
+    """The bare ``LedgerMetadataFormat`` an index embeds; garbage is an :class:`IndexFormatError`."""
+    try:
+        meta = decode_ledger_metadata_message(buf)
+    except FormatError as e:
+        raise IndexFormatError(str(e)) from e
+    return SourceLedgerMetadata(meta.length, meta.last_entry_id, meta.ctime, dict(meta.custom_metadata))
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,17 +87,11 @@ class SegmentLedgerInfo:
 
 
 def parse_ledger_info(buf: bytes) -> SegmentLedgerInfo:
-    ledger_id = 0
-    entries = size = None
-    for num, value in _fields(buf):
-        if isinstance(value, int):
-            if num == 1:
-                ledger_id = _signed64(value)
-            elif num == 2:
-                entries = _signed64(value)
-            elif num == 3:
-                size = _signed64(value)
-    return SegmentLedgerInfo(ledger_id, entries, size)
+    try:
+        info = decode_ledger_info(buf)
+    except FormatError as e:
+        raise IndexFormatError(str(e)) from e
+    return SegmentLedgerInfo(info.ledger_id, info.entries, info.size)
 
 
 # --------------------------------------------------------------------------- index blocks
@@ -339,36 +280,13 @@ def judge_segment(ledgers: dict[int, SegmentLedgerInfo], ledger_id: int, name: s
 # Upstream-format bytes, for test fixtures and the embedded demo's fake offloads.
 
 
-def _enc_varint(v: int) -> bytes:
-    v &= (1 << 64) - 1
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def _enc_field(num: int, value: int | bytes) -> bytes:
-    if isinstance(value, int):
-        return _enc_varint(num << 3) + _enc_varint(value)
-    return _enc_varint(num << 3 | 2) + _enc_varint(len(value)) + value
-
-
 def encode_ledger_metadata_format(*, last_entry_id: int, length: int, ctime_ms: int = 0,
                                   custom: dict[str, bytes] | None = None) -> bytes:
     """A ``LedgerMetadataFormat`` (closed, one-bookie ensemble) with the given fields."""
-    out = (_enc_field(1, 1) + _enc_field(2, 1) + _enc_field(3, length) + _enc_field(4, last_entry_id)
-           + _enc_field(5, 3) + _enc_field(6, _enc_field(1, b"127.0.0.1:3181") + _enc_field(2, 0))
-           + _enc_field(9, 1))
-    if ctime_ms:
-        out += _enc_field(10, ctime_ms)
-    for k, v in (custom or {}).items():
-        out += _enc_field(11, _enc_field(1, k.encode()) + _enc_field(2, v))
-    return out
+    return encode_ledger_metadata_message(LedgerMetadata(
+        quorum_size=1, ensemble_size=1, ack_quorum_size=1, state="CLOSED", length=length,
+        last_entry_id=last_entry_id, segments=[Segment(0, ["127.0.0.1:3181"])],
+        ctime=ctime_ms or None, custom_metadata=dict(custom or {})))
 
 
 def pulsar_ledger_metadata(managed_ledger_name: str, *, entries: int, size: int, ctime_ms: int = 0) -> bytes:
@@ -381,7 +299,7 @@ def pulsar_ledger_metadata(managed_ledger_name: str, *, entries: int, size: int,
 
 def encode_ledger_info(ledger_id: int, entries: int, size: int) -> bytes:
     """A ``ManagedLedgerInfo.LedgerInfo`` (ledgerId=1, entries=2, size=3)."""
-    return _enc_field(1, ledger_id) + _enc_field(2, entries) + _enc_field(3, size)
+    return encode_ledger_info_message(LedgerInfo(ledger_id, entries=entries, size=size))
 
 
 def _enc_hadoop_vlong(v: int) -> bytes:

@@ -153,6 +153,17 @@ def decode_ledger_metadata(data: bytes) -> LedgerMetadata:
     return _from_pb(parse(_Pb, body[start:], _WHAT), 3)
 
 
+def decode_ledger_metadata_message(payload: bytes) -> LedgerMetadata:
+    """The bare ``LedgerMetadataFormat`` message (no header, no length prefix), as Pulsar's
+    offloaders embed the source ledger's metadata in their index objects."""
+    return _from_pb(parse(_Pb, payload, _WHAT), 3)
+
+
+def encode_ledger_metadata_message(meta: LedgerMetadata) -> bytes:
+    """The bare message, for building offload-index fixtures."""
+    return serialize(_to_pb(meta), _WHAT)
+
+
 def encode_ledger_metadata(meta: LedgerMetadata) -> bytes:
     """Encode as ``meta.format_version`` (3: binary, 2: text) -- tests and demos create ledgers."""
     msg = _to_pb(meta)

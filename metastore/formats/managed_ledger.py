@@ -139,20 +139,43 @@ def _context_to_pb(ctx: OffloadContext, msg: pb.OffloadContext) -> None:
     merge_unknown(msg, ctx.unknown)
 
 
+def _ledger_from_pb(li: pb.ManagedLedgerInfo.LedgerInfo) -> LedgerInfo:
+    return LedgerInfo(
+        ledger_id=li.ledgerId,
+        entries=opt(li, "entries"),
+        size=opt(li, "size"),
+        timestamp=opt(li, "timestamp"),
+        offload_context=_context_from_pb(li.offloadContext) if li.HasField("offloadContext") else None,
+        unknown=unknown_bytes(li),
+    )
+
+
+def _ledger_to_pb(ledger: LedgerInfo, li: pb.ManagedLedgerInfo.LedgerInfo) -> None:
+    li.ledgerId = ledger.ledger_id
+    set_opt(li, "entries", ledger.entries)
+    set_opt(li, "size", ledger.size)
+    set_opt(li, "timestamp", ledger.timestamp)
+    if ledger.offload_context is not None:
+        _context_to_pb(ledger.offload_context, li.offloadContext)
+        li.offloadContext.SetInParent()  # an empty context is still "present"
+    merge_unknown(li, ledger.unknown)
+
+
+def decode_ledger_info(payload: bytes) -> LedgerInfo:
+    """One bare ``LedgerInfo`` message, as a streaming-offload index stores per ledger."""
+    return _ledger_from_pb(parse(pb.ManagedLedgerInfo.LedgerInfo, payload, "LedgerInfo"))
+
+
+def encode_ledger_info(ledger: LedgerInfo) -> bytes:
+    msg = pb.ManagedLedgerInfo.LedgerInfo()
+    _ledger_to_pb(ledger, msg)
+    return serialize(msg, "LedgerInfo")
+
+
 def managed_ledger_from_proto(payload: bytes) -> ManagedLedgerInfo:
     """Decode the plain protobuf (no compression envelope)."""
     msg = parse(pb.ManagedLedgerInfo, payload, _WHAT)
-    ledgers = [
-        LedgerInfo(
-            ledger_id=li.ledgerId,
-            entries=opt(li, "entries"),
-            size=opt(li, "size"),
-            timestamp=opt(li, "timestamp"),
-            offload_context=_context_from_pb(li.offloadContext) if li.HasField("offloadContext") else None,
-            unknown=unknown_bytes(li),
-        )
-        for li in msg.ledgerInfo
-    ]
+    ledgers = [_ledger_from_pb(li) for li in msg.ledgerInfo]
     terminated = None
     if msg.HasField("terminatedPosition"):
         terminated = Position(msg.terminatedPosition.ledgerId, msg.terminatedPosition.entryId)
@@ -168,14 +191,7 @@ def managed_ledger_to_proto(info: ManagedLedgerInfo) -> bytes:
     """Encode as the plain protobuf (no compression envelope)."""
     msg = pb.ManagedLedgerInfo()
     for ledger in info.ledgers:
-        li = msg.ledgerInfo.add(ledgerId=ledger.ledger_id)
-        set_opt(li, "entries", ledger.entries)
-        set_opt(li, "size", ledger.size)
-        set_opt(li, "timestamp", ledger.timestamp)
-        if ledger.offload_context is not None:
-            _context_to_pb(ledger.offload_context, li.offloadContext)
-            li.offloadContext.SetInParent()  # an empty context is still "present"
-        merge_unknown(li, ledger.unknown)
+        _ledger_to_pb(ledger, msg.ledgerInfo.add())
     if info.terminated_position is not None:
         ledger_id, entry_id = info.terminated_position
         msg.terminatedPosition.ledgerId = ledger_id
