@@ -27,6 +27,14 @@ class DeletionMetrics:
         self.estimated_inflight = Gauge(
             f"{PREFIX}_estimated_inflight", "Backlog of the deletion partitions plus RETRY", registry=r)
 
+    def count_delete(self, ledger_type: str, result: str) -> None:
+        """One delete's result (see ``Executor.run``): ``deleted`` counts as deleted, ``absent``
+        as neither (already gone), anything else as a failed attempt."""
+        if result == "deleted":
+            self.deleted.labels(type=ledger_type).inc()
+        elif result != "absent":
+            self.failed.labels(type=ledger_type).inc()
+
     def value(self, name: str, labels: dict[str, str] | None = None) -> float:
         """A sample's current value (0 when never set): for tests and the demo's summary."""
         v = self.registry.get_sample_value(name, labels or {})

@@ -130,10 +130,7 @@ class LedgerDeletionService:
             action = decision.decide(request, facts, policy)
             [result] = self.executor.run([action], [facts])
             if result is not None:
-                if result == "deleted":
-                    self.metrics.deleted.labels(type=request.ledger_type.value).inc()
-                elif result != "absent":
-                    self.metrics.failed.labels(type=request.ledger_type.value).inc()
+                self.metrics.count_delete(request.ledger_type.value, result)
                 action = decision.settle_delete(action, result, 0, policy)
         return _sync_result(action)
 

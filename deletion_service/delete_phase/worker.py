@@ -189,11 +189,7 @@ class DeletePhaseWorker:
                 p.action = Action(Verdict.RECONSUME, "dry-run: would delete", kind="dry-run")
                 continue
             if result is not None:
-                kind = request.ledger_type.value
-                if result == "deleted":
-                    self.metrics.deleted.labels(type=kind).inc()
-                elif result != "absent":
-                    self.metrics.failed.labels(type=kind).inc()
+                self.metrics.count_delete(request.ledger_type.value, result)
                 action = decision.settle_delete(action, result, attempt, self.policy)
             p.action = action
 
