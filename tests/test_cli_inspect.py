@@ -154,3 +154,26 @@ def test_usage_mistakes(tmp_path: Path) -> None:
     run_cli("inspect", "cursor").assert_one_line_error(2, "exactly one of --path")
     run_cli("inspect", "cursor", "--file", str(tmp_path / "absent.bin")).assert_one_line_error(
         1, "cannot read", "absent.bin")
+
+
+def test_digest_credentials_come_from_the_config(zk_url: str, zookeeper, tmp_path: Path) -> None:  # noqa: ANN001
+    from kazoo.client import KazooClient
+    from kazoo.security import make_digest_acl
+
+    chroot = "/" + zk_url.split("/", 3)[3]
+    raw = KazooClient(zookeeper.hosts)
+    raw.start(5)
+    raw.add_auth("digest", "pulsar:pw")
+    raw.create(f"{chroot}/c", (VECTORS / "cursor.none.bin").read_bytes(),
+               acl=[make_digest_acl("pulsar", "pw", all=True)], makepath=True)
+    raw.stop()
+    raw.close()
+    secret = tmp_path / "digest"
+    secret.write_text("pulsar:pw\n")
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'metadataStoreDigestFile = "{secret}"\n')
+    r = run_cli("inspect", "cursor", "--path", "/c", "--metadata-store", zk_url, "--config", str(cfg), "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["cursorsLedgerId"] == -1
+    run_cli("inspect", "cursor", "--path", "/c", "--metadata-store", zk_url).assert_one_line_error(
+        1, "digest credentials")

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from deletion_service.cli.context import CliContext
 from deletion_service.errors import UserError
 from metastore import MetadataStore, open_store
-
-DIGEST_FILE_ENV = "LEDGER_DELETION_METADATA_STORE_DIGEST_FILE"
 
 
 def embedded_store_url(data_dir: Path) -> str:
@@ -40,5 +37,6 @@ def open_for(opts: CliContext, bookkeeper: bool = False, must_exist: bool = Fals
                 f"no embedded metadata store at {db}: pass --metadata-store zk://… for a cluster, "
                 "or --data-dir for another embedded run"
             )
-    digest = os.environ.get(DIGEST_FILE_ENV)
-    return open_store(url, digest_file=Path(digest) if digest else None)
+    from deletion_service.cli import runtime  # the effective config: --set, env, file
+
+    return open_store(url, digest_file=runtime.config(opts).metadata_store_digest_file)
