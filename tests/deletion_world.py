@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import boto3
 
 from deletion_service.broker.pulsar_client import PulsarBrokerClient
-from deletion_service.cluster_writer import ClusterWriter, pulsar_custom_metadata, schema_custom_metadata
+from deletion_service.cluster_writer import ClusterWriter
 from deletion_service.config import DeletionConfig
 from deletion_service.delete_phase.worker import DeletePhaseWorker, Settled
 from deletion_service.model import PendingDeleteLedgerInfo
@@ -140,18 +140,6 @@ def make_world(store: MetadataStore, bk_store: MetadataStore, broker_url: str, *
     writer = ClusterWriter(store, bk_store)
     writer.ensure_layout()
     return World(service, writer, store, bk_store)
-
-
-def data_meta(topic: str) -> dict[str, str]:
-    return pulsar_custom_metadata(topic)
-
-
-def cursor_meta(topic: str, cursor: str) -> dict[str, str]:
-    return pulsar_custom_metadata(topic, cursor)
-
-
-def schema_meta(topic: str) -> dict[str, str]:
-    return schema_custom_metadata(topic)
 
 
 __all__ = ["OffloadTarget", "S3Bucket", "World", "make_world", "request"]

@@ -24,13 +24,14 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from deletion_service.admin import AdminDeps, AdminServer, create_app
+from deletion_service.cluster_writer import pulsar_custom_metadata
 from deletion_service.cursor.metrics import EpochMetrics
 from deletion_service.errors import UserError
 from deletion_service.inflight import MetricsBacklog
 from metastore import open_store
 from metastore.formats import Position
 from metastore.interface import MetadataStore
-from tests.deletion_world import DAY_MS, World, data_meta, make_world, now_ms, request
+from tests.deletion_world import DAY_MS, World, make_world, now_ms, request
 from tests.harness import PulsarLiteBroker, ZooKeeperServer, free_port
 
 DELETE = "/admin/v2/ledger-deletion/delete"
@@ -107,7 +108,7 @@ def stack(stores: tuple[MetadataStore, MetadataStore], pulsar_broker: PulsarLite
 
 
 def old_ledger(stack: Stack, ledger_id: int, topic: str = TOPIC, **kw: Any) -> int:
-    stack.world.writer.bk_ledger(ledger_id, data_meta(topic), ctime_ms=now_ms() - 2 * DAY_MS, **kw)
+    stack.world.writer.bk_ledger(ledger_id, pulsar_custom_metadata(topic), ctime_ms=now_ms() - 2 * DAY_MS, **kw)
     return ledger_id
 
 
@@ -145,7 +146,7 @@ def test_forged_request_is_422_and_kept(stack: Stack) -> None:
 
 def test_open_or_young_ledger_is_409_not_yet_with_retry_after(stack: Stack) -> None:
     old_ledger(stack, 40, state="OPEN")
-    stack.world.writer.bk_ledger(41, data_meta(TOPIC), ctime_ms=now_ms())  # created just now
+    stack.world.writer.bk_ledger(41, pulsar_custom_metadata(TOPIC), ctime_ms=now_ms())  # created just now
     for lid, why in ((40, "OPEN"), (41, "younger than minLedgerAgeSeconds")):
         reply = stack.delete(lid)
         assert (reply.status, reply.body["outcome"]) == (409, "not_yet"), reply.body

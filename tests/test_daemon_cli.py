@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -13,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from deletion_service.cluster_writer import ClusterWriter, pulsar_custom_metadata
-from deletion_service.embedded.broker import EmbeddedBroker, stop_pid
+from deletion_service.embedded.broker import EmbeddedBroker, alive, stop_pid
 from metastore import open_store
 from metastore.formats import ledger_path
 from tests.cli_runner import run_cli
-from tests.harness import free_port
+from tests.harness import free_port, wait_until
 
 TOPIC = "persistent://t/ns/daemon"
 
@@ -132,7 +131,7 @@ def test_run_exits_3_when_not_idle_in_time(data_dir: Path, tmp_path: Path) -> No
     assert present(url, range(7, 8)) == [7]
 
 
-def _start_daemon(data_dir: Path, *extra: str) -> subprocess.Popen:
+def _start_daemon(data_dir: Path, *extra: str, port: int | None = None) -> subprocess.Popen:
     return subprocess.Popen(
         [
             sys.executable,
@@ -142,20 +141,13 @@ def _start_daemon(data_dir: Path, *extra: str) -> subprocess.Popen:
             "--data-dir",
             str(data_dir),
             "--admin-address",
-            f"127.0.0.1:{free_port()}",
+            f"127.0.0.1:{port or free_port()}",
             *extra,
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def _wait_for(check, timeout: float, what: str) -> None:  # noqa: ANN001
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def test_sigterm_mid_batch_loses_nothing(data_dir: Path, tmp_path: Path) -> None:
@@ -172,7 +164,7 @@ def test_sigterm_mid_batch_loses_nothing(data_dir: Path, tmp_path: Path) -> None
         == 0
     )
     proc = _start_daemon(data_dir, "--config", str(cfg))
-    _wait_for(lambda: len(present(url, ids)) < 250, 60, "some deletions")
+    wait_until(lambda: len(present(url, ids)) < 250, 60, "some deletions")
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
@@ -198,7 +190,7 @@ def test_sigterm_mid_batch_loses_nothing(data_dir: Path, tmp_path: Path) -> None
 def test_a_killed_daemons_broker_is_found_and_replaced(data_dir: Path) -> None:
     proc = _start_daemon(data_dir)
     broker = EmbeddedBroker(data_dir)
-    _wait_for(lambda: broker.read_info() is not None, 30, "broker.json")
+    wait_until(lambda: broker.read_info() is not None, 30, "broker.json")
     old = broker.read_info()
     assert old is not None
     time.sleep(1)
@@ -217,16 +209,8 @@ def test_a_killed_daemons_broker_is_found_and_replaced(data_dir: Path) -> None:
         timeout=90,
     )
     assert r.returncode == 0, r.stderr
-    _wait_for(lambda: not _alive(old.pid), 10, "the old broker to go")
+    wait_until(lambda: not alive(old.pid), 10, "the old broker to go")
     assert broker.read_info() is None  # the new run stopped the broker it started
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
 
 
 @pytest.mark.parametrize(
@@ -285,21 +269,7 @@ def test_metrics_and_inflight_answer_while_running(data_dir: Path, tmp_path: Pat
         == 0
     )
     port = free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "deletion_service.cli.main",
-            "run",
-            "--data-dir",
-            str(data_dir),
-            "--admin-address",
-            f"127.0.0.1:{port}",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _start_daemon(data_dir, port=port)
     base = f"http://127.0.0.1:{port}"
 
     def get(path: str) -> str:
@@ -307,9 +277,9 @@ def test_metrics_and_inflight_answer_while_running(data_dir: Path, tmp_path: Pat
             return r.read().decode()
 
     try:
-        _wait_for(lambda: _answers(base + "/healthz"), 30, "the admin API")
+        wait_until(lambda: _answers(base + "/healthz"), 30, "the admin API")
         deleted = 'pulsar_ledger_deletion_acked_total{outcome="deleted"} 3.0'
-        _wait_for(lambda: deleted in get("/metrics"), 30, "three deletions on /metrics")
+        wait_until(lambda: deleted in get("/metrics"), 30, "three deletions on /metrics")
         metrics = get("/metrics")
         assert 'pulsar_ledger_deletion_deleted_total{type="LEDGER"} 3.0' in metrics
         assert "pulsar_ledger_deletion_estimated_inflight" in metrics
@@ -323,7 +293,7 @@ def test_metrics_and_inflight_answer_while_running(data_dir: Path, tmp_path: Pat
         r = run_cli("enqueue", "--topic", TOPIC, "--ledger-id", "4", "--data-dir", str(data_dir))
         assert r.returncode == 0, r.stderr
         assert EmbeddedBroker(data_dir).read_info() == owner
-        _wait_for(
+        wait_until(
             lambda: 'pulsar_ledger_deletion_deleted_total{type="LEDGER"} 4.0' in get("/metrics"),
             30,
             "the daemon to delete the enqueued ledger",

@@ -15,9 +15,10 @@ from collections.abc import Iterator
 import pulsar
 import pytest
 
+from deletion_service.cluster_writer import pulsar_custom_metadata, schema_custom_metadata
 from deletion_service.delete_phase.dispose import DLQ_PAYLOAD_BASE64, DLQ_REASON
 from metastore import open_store
-from metastore.formats import LedgerInfo, Position
+from metastore.formats import LedgerInfo, Position, schema_id
 from tests.deletion_world import DAY_MS, S3Bucket, World, make_world, now_ms, request
 from tests.harness import MotoS3Server, PulsarLiteBroker, ZooKeeperServer
 
@@ -83,9 +84,9 @@ def test_every_row_over_hundreds_of_requests(world: World, bucket: S3Bucket, pul
         listed = [next(ids) for _ in range(5)]
         cursor_ledger, schema_ledger, compacted = next(ids), next(ids), next(ids)
         for lid in listed:
-            w.bk_ledger(lid, w_meta(topic))
-        w.bk_ledger(cursor_ledger, w_meta(topic, "sub-ledger"))
-        w.bk_ledger(schema_ledger, schema_meta(topic))
+            w.bk_ledger(lid, pulsar_custom_metadata(topic))
+        w.bk_ledger(cursor_ledger, pulsar_custom_metadata(topic, "sub-ledger"))
+        w.bk_ledger(schema_ledger, schema_custom_metadata(topic))
         w.bk_ledger(compacted, {"application": "pulsar", "component": "compacted-ledger"})
         w.managed_ledger(topic, [*listed, LedgerInfo(next(ids))])
         w.cursor(topic, "sub-store", Position(listed[0], 3))
@@ -97,7 +98,7 @@ def test_every_row_over_hundreds_of_requests(world: World, bucket: S3Bucket, pul
         sends += [request(topic, lid) for lid in listed]
         sends += [
             request(topic, cursor_ledger, "MANAGED_CURSOR", cursorName="sub-ledger"),
-            request(topic, schema_ledger, "SCHEMA_STORAGE", schemaId=svc_schema_id(topic)),
+            request(topic, schema_ledger, "SCHEMA_STORAGE", schemaId=schema_id(topic)),
             request(topic, compacted),
         ]
         expected["still_in_use"] += len(listed) + 3
@@ -105,28 +106,28 @@ def test_every_row_over_hundreds_of_requests(world: World, bucket: S3Bucket, pul
         # Trimmed data ledgers, unreferenced cursor and schema ledgers: deleted.
         for _ in range(25):
             lid = next(ids)
-            w.bk_ledger(lid, w_meta(topic))
+            w.bk_ledger(lid, pulsar_custom_metadata(topic))
             sends.append(request(topic, lid))
             expect_gone.add(lid)
         for i in range(5):
             lid = next(ids)
-            w.bk_ledger(lid, w_meta(topic, f"old-sub-{i}"))
+            w.bk_ledger(lid, pulsar_custom_metadata(topic, f"old-sub-{i}"))
             sends.append(request(topic, lid, "MANAGED_CURSOR", cursorName=f"old-sub-{i}"))
             expect_gone.add(lid)
         for _ in range(3):
             lid = next(ids)
-            w.bk_ledger(lid, schema_meta(topic))
-            sends.append(request(topic, lid, "SCHEMA_STORAGE", schemaId=svc_schema_id(topic)))
+            w.bk_ledger(lid, schema_custom_metadata(topic))
+            sends.append(request(topic, lid, "SCHEMA_STORAGE", schemaId=schema_id(topic)))
             expect_gone.add(lid)
         expected["deleted"] += 33
 
         # Forged: another topic's ledger, a wrong cursor, a non-Pulsar ledger, a cursor ledger as data.
         other = topics[(topics.index(topic) + 1) % len(topics)]
         forged = [
-            (w_meta(other), {}),
-            (w_meta(topic, "real-sub"), {"cursorName": "other-sub"}),
+            (pulsar_custom_metadata(other), {}),
+            (pulsar_custom_metadata(topic, "real-sub"), {"cursorName": "other-sub"}),
             ({"application": "hbase"}, {}),
-            (w_meta(topic, "real-sub"), {}),
+            (pulsar_custom_metadata(topic, "real-sub"), {}),
         ]
         for meta, extra in forged:
             lid = next(ids)
@@ -142,16 +143,16 @@ def test_every_row_over_hundreds_of_requests(world: World, bucket: S3Bucket, pul
         # OPEN: retried until the budget is spent, then DLQ. Young orphans: wait (held in RETRY).
         for state in ("OPEN", "IN_RECOVERY"):
             lid = next(ids)
-            w.bk_ledger(lid, w_meta(topic), state=state)
+            w.bk_ledger(lid, pulsar_custom_metadata(topic), state=state)
             sends.append(request(topic, lid))
             expect_kept.add(lid)
         expected["dlq"] += 2
         lid = next(ids)
-        w.bk_ledger(lid, w_meta(topic), ctime_ms=now_ms() - 60_000)
+        w.bk_ledger(lid, pulsar_custom_metadata(topic), ctime_ms=now_ms() - 60_000)
         sends.append(request(topic, lid, reason="orphan"))
         expect_kept.add(lid)
         lid = next(ids)
-        w.bk_ledger(lid, w_meta(topic), ctime_ms=now_ms() - 2 * DAY_MS)
+        w.bk_ledger(lid, pulsar_custom_metadata(topic), ctime_ms=now_ms() - 2 * DAY_MS)
         sends.append(request(topic, lid, reason="manual"))
         expect_gone.add(lid)
         expected["deleted"] += 1
@@ -237,20 +238,3 @@ def test_every_row_over_hundreds_of_requests(world: World, bucket: S3Bucket, pul
         svc.metrics.value("pulsar_ledger_deletion_acked_total", {"outcome": "still_in_use"}) == expected["still_in_use"]
     )
 
-
-def w_meta(topic: str, cursor: str | None = None) -> dict[str, str]:
-    from deletion_service.cluster_writer import pulsar_custom_metadata
-
-    return pulsar_custom_metadata(topic, cursor)
-
-
-def schema_meta(topic: str) -> dict[str, str]:
-    from deletion_service.cluster_writer import schema_custom_metadata
-
-    return schema_custom_metadata(topic)
-
-
-def svc_schema_id(topic: str) -> str:
-    from metastore.formats import schema_id
-
-    return schema_id(topic)

@@ -95,14 +95,16 @@ def stop_pid(pid: int, timeout: float = 10) -> None:
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not _alive(pid):
+        if not alive(pid):
             return
         time.sleep(0.05)
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Running, not merely a zombie: a broker whose parent died is nobody's child to reap,
+    and in a container without an init its zombie lingers though it serves nothing."""
     try:
         with contextlib.suppress(ChildProcessError):
             if os.waitpid(pid, os.WNOHANG)[0] == pid:
@@ -112,7 +114,10 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        return "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
+    except OSError:
+        return True  # no /proc: trust the signal check
 
 
 def _cmdline(pid: int) -> str:
@@ -138,7 +143,7 @@ class EmbeddedBroker:
             return None
 
     def is_ours_and_alive(self, info: BrokerInfo) -> bool:
-        return _alive(info.pid) and str(self.broker_dir / "db") in _cmdline(info.pid)
+        return alive(info.pid) and str(self.broker_dir / "db") in _cmdline(info.pid)
 
     def ensure(self) -> BrokerInfo:
         """Reuse the running broker of this data dir, or replace a stale one with a fresh start."""
