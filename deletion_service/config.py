@@ -35,6 +35,9 @@ class DeletionConfig(BaseModel):
     two_phase_deletion_max_retry_delete_count: Annotated[int, Field(ge=0)] = 10
     # ours: never delete an orphan/manual request's ledger younger than this (a day)
     min_ledger_age_seconds: Annotated[int, Field(ge=0)] = 86_400
+    # ours: a still-referenced trim/topic-deleted request younger than this (from markedAt) is
+    # reconsumed, not acked: its mark phase sends before it writes and may not have written yet
+    two_phase_deletion_in_use_grace_seconds: Annotated[int, Field(ge=0, le=86_400)] = 300
     # the cursor core (PIP-54, ack-state budget)
     managed_ledger_max_ack_state_in_bytes_to_persist: Annotated[int, Field(ge=0)] = 5 * 1024 * 1024
     dispatcher_pause_on_ack_persistent_state_enabled: bool = False
@@ -49,6 +52,12 @@ class DeletionConfig(BaseModel):
     offload_allowed_buckets: list[str] = Field(default_factory=list)
     offload_allowed_endpoints: list[str] = Field(default_factory=list)
     offload_file_system_base_dir: Path | None = None
+    # the cluster's offload settings (Pulsar's names), for ledgers offloaded by older brokers whose
+    # offload context carries no driver metadata; unset: such ledgers stay listed (trim says why)
+    managed_ledger_offload_driver: str | None = None
+    managed_ledger_offload_bucket: str | None = None
+    managed_ledger_offload_region: str | None = None
+    managed_ledger_offload_service_endpoint: str | None = None
     # pacing and names
     max_deletions_per_second: Annotated[float, Field(ge=0)] = 0
     ledger_deletion_topic: str = DEFAULT_TOPIC
