@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from deletion_service.delete_phase.facts import DeleteStatus
+
 PREFIX = "pulsar_ledger_deletion"
 
 
@@ -27,12 +29,18 @@ class DeletionMetrics:
         self.estimated_inflight = Gauge(
             f"{PREFIX}_estimated_inflight", "Backlog of the deletion partitions plus RETRY", registry=r)
 
-    def count_delete(self, ledger_type: str, result: str) -> None:
-        """One delete's result (see ``Executor.run``): ``deleted`` counts as deleted, ``absent``
-        as neither (already gone), anything else as a failed attempt."""
-        if result == "deleted":
+        self.undisposed = Gauge(
+            f"{PREFIX}_undisposed", "Messages decided but not yet acked: their RETRY/DLQ publish or ack keeps "
+            "failing (bounded; the consumer stops taking new messages when full)", registry=r)
+        self.dispose_failures = Counter(
+            f"{PREFIX}_dispose_failures", "Failed attempts to publish a RETRY/DLQ copy or to ack", registry=r)
+
+    def count_delete(self, ledger_type: str, status: DeleteStatus) -> None:
+        """One delete's result: ``deleted`` counts as deleted; ``absent`` (already gone) and a
+        dry run as neither; anything else as a failed attempt."""
+        if status == DeleteStatus.DELETED:
             self.deleted.labels(type=ledger_type).inc()
-        elif result != "absent":
+        elif status not in (DeleteStatus.ABSENT, DeleteStatus.DRY_RUN):
             self.failed.labels(type=ledger_type).inc()
 
     def value(self, name: str, labels: dict[str, str] | None = None) -> float:

@@ -10,13 +10,23 @@ no whitespace) so the same request always serialises the same way.
 from __future__ import annotations
 
 import json
+import re
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
-from metastore.formats import FormatError, parse_topic
+from metastore.formats import FormatError, is_utf8_text, parse_topic, schema_id
 
 
 def _integral(value: Any) -> Any:
@@ -27,8 +37,38 @@ def _integral(value: Any) -> Any:
     return value
 
 
+def _text(value: Any) -> Any:
+    """Every string of a request ends up in a metadata path, a log line or an object key:
+    refuse what has no UTF-8 form (lone surrogates) or carries control characters."""
+    if isinstance(value, str):
+        if not is_utf8_text(value):
+            raise ValueError("not valid Unicode text (lone surrogate)")
+        if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+            raise ValueError("contains control characters")
+    return value
+
+
+Text = Annotated[str, BeforeValidator(_text)]
+#: A name that becomes one node of a metadata path (a cursor): '.' and '..' would name another node.
+def _node_name(value: str) -> str:
+    if value in (".", ".."):
+        raise ValueError(f"{value!r} is not a node name")
+    return value
+
+
+def _empty_is_none(value: Any) -> Any:
+    """Java producers may write ``""`` for an unset name; it means the same as null."""
+    return None if value == "" else value
+
+
+NodeName = Annotated[Text, Field(min_length=1, max_length=1024), AfterValidator(_node_name)]
+Optional = BeforeValidator(_empty_is_none)
+
 Int64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1, strict=True), BeforeValidator(_integral)]
 LedgerId = Annotated[int, Field(ge=0, le=2**63 - 1, strict=True), BeforeValidator(_integral)]
+
+
+_REGION = re.compile(r"[a-z0-9][a-z0-9-]{0,62}", re.ASCII)
 
 
 class LedgerComponent(StrEnum):
@@ -67,18 +107,34 @@ class OffloadContextRef(_Wire):
 
     uid_msb: Int64
     uid_lsb: Int64
-    driver_name: Annotated[str, Field(min_length=1)]
-    driver_metadata: dict[str, str] = Field(default_factory=dict)
-    segments: list[SegmentRef] = Field(default_factory=list)
+    driver_name: Annotated[Text, Field(min_length=1, max_length=64)]
+    driver_metadata: dict[Text, Annotated[Text, Field(max_length=2048)]] = Field(default_factory=dict)
+    segments: list[SegmentRef] = Field(default_factory=list, max_length=10_000)
+
+    @field_validator("driver_metadata")
+    @classmethod
+    def _location(cls, value: dict[str, str]) -> dict[str, str]:
+        """Bucket, region and endpoint name where deletes go: a value that can never address
+        storage (whitespace in an endpoint, a bucket with a slash) is invalid, not a retry."""
+        for key in ("serviceEndpoint", "endpoint", "bucket", "region"):
+            text = value.get(key, "")
+            if any(c.isspace() for c in text):
+                raise ValueError(f"{key} {text!r} contains whitespace")
+        if "/" in value.get("bucket", ""):
+            raise ValueError(f"bucket {value['bucket']!r} contains '/'")
+        region = value.get("region", "")
+        if region and not _REGION.fullmatch(region):
+            raise ValueError(f"region {region!r} is not a storage region name (letters, digits, '-')")
+        return value
 
 
 class DeleteLedgerPayload(_Wire):
     """A request to delete one ledger's BookKeeper data or its offloaded copy."""
 
-    topic_name: str
+    topic_name: Text
     ledger_component: LedgerComponent
-    cursor_name: str | None = None
-    schema_id: str | None = None
+    cursor_name: Annotated[NodeName | None, Optional] = None
+    schema_id: Annotated[Text | None, Optional] = None
     ledger_type: LedgerType
     ledger_id: LedgerId
     offload_context: OffloadContextRef | None = None
@@ -94,12 +150,30 @@ class DeleteLedgerPayload(_Wire):
 
     @model_validator(mode="after")
     def _consistent(self) -> DeleteLedgerPayload:
-        if self.ledger_component == LedgerComponent.MANAGED_CURSOR and not self.cursor_name:
+        """A request is one claim about one ledger: fields that say different things are
+        invalid, never resolved by picking one (a forged schemaId must not ride on an
+        unrelated topicName past the reference check)."""
+        component, ledger_type = self.ledger_component, self.ledger_type
+        if component == LedgerComponent.MANAGED_CURSOR and not self.cursor_name:
             raise ValueError("cursorName is required for MANAGED_CURSOR")
-        if self.ledger_component == LedgerComponent.SCHEMA_STORAGE and not self.schema_id:
-            raise ValueError("schemaId is required for SCHEMA_STORAGE")
-        if self.ledger_type == LedgerType.OFFLOAD_LEDGER and self.offload_context is None:
-            raise ValueError("offloadContext is required for OFFLOAD_LEDGER")
+        if component != LedgerComponent.MANAGED_CURSOR and self.cursor_name:
+            raise ValueError(f"cursorName is only for MANAGED_CURSOR, not {component.value}")
+        if component == LedgerComponent.SCHEMA_STORAGE:
+            if not self.schema_id:
+                raise ValueError("schemaId is required for SCHEMA_STORAGE")
+            expected = schema_id(self.topic_name)
+            if self.schema_id != expected:
+                raise ValueError(f"schemaId {self.schema_id!r} is not the schema of {self.topic_name} "
+                                 f"({expected!r})")
+        elif self.schema_id:
+            raise ValueError(f"schemaId is only for SCHEMA_STORAGE, not {component.value}")
+        if ledger_type == LedgerType.OFFLOAD_LEDGER:
+            if self.offload_context is None:
+                raise ValueError("offloadContext is required for OFFLOAD_LEDGER")
+            if component != LedgerComponent.MANAGED_LEDGER:
+                raise ValueError(f"only MANAGED_LEDGER ledgers are offloaded, not {component.value}")
+        elif self.offload_context is not None:
+            raise ValueError("offloadContext is only for OFFLOAD_LEDGER")
         return self
 
     def key(self) -> tuple[str, int]:
@@ -135,7 +209,30 @@ def decode_payload(data: bytes | str | dict[str, Any]) -> DeleteLedgerPayload:
     return _parse(DeleteLedgerPayload, data)
 
 
+#: No request is anywhere near this; a bigger payload is refused before it is parsed.
+MAX_PAYLOAD_BYTES = 1024 * 1024
+
+
 def _parse(model: type[DeleteLedgerPayload], data: bytes | str | dict[str, Any]) -> Any:
+    """Every way a payload can fail becomes :class:`InvalidRequest` for *that* payload.
+
+    Decoding runs on attacker-controlled bytes, so it must not raise anything
+    else: deep nesting is a ``RecursionError`` in ``json``, a 5,000-digit number a
+    ``ValueError`` (Python's integer-string limit), and a validator may meet types
+    it never expected.  One bad message must never fail its batch."""
+    try:
+        return _parse_unguarded(model, data)
+    except InvalidRequest:
+        raise
+    except RecursionError as e:
+        raise InvalidRequest("payload is nested too deeply") from e
+    except Exception as e:  # noqa: BLE001 - see the docstring: decoding never escapes with another error
+        raise InvalidRequest(f"payload cannot be decoded: {type(e).__name__}: {str(e)[:200]}") from e
+
+
+def _parse_unguarded(model: type[DeleteLedgerPayload], data: bytes | str | dict[str, Any]) -> Any:
+    if isinstance(data, bytes | bytearray) and len(data) > MAX_PAYLOAD_BYTES:
+        raise InvalidRequest(f"payload of {len(data)} bytes exceeds {MAX_PAYLOAD_BYTES}")
     if isinstance(data, bytes | bytearray):
         try:
             data = bytes(data).decode("utf-8")
@@ -146,6 +243,8 @@ def _parse(model: type[DeleteLedgerPayload], data: bytes | str | dict[str, Any])
             data = json.loads(data)
         except json.JSONDecodeError as e:
             raise InvalidRequest(f"payload is not JSON: {e.msg} at line {e.lineno} column {e.colno}") from e
+        except ValueError as e:  # e.g. an integer beyond Python's digit limit
+            raise InvalidRequest(f"payload is not acceptable JSON: {str(e)[:200]}") from e
     if not isinstance(data, dict):
         raise InvalidRequest(f"payload must be a JSON object, got {type(data).__name__}")
     try:

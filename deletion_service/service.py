@@ -6,8 +6,8 @@
     delete_offloaded_ledger(p)    the same for an offloaded copy
     close()
 
-The synchronous deletes (used by the admin API) run the very same gather →
-decide → execute path as the consumer; only the disposition differs (an HTTP
+The synchronous deletes (used by the admin API) run the very same
+:class:`DeletePipeline` as the consumer; only the disposition differs (an HTTP
 status instead of ack/reconsume/DLQ).
 """
 
@@ -17,13 +17,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from enum import StrEnum
 
 from deletion_service.broker.interface import BrokerClient
 from deletion_service.config import DeletionConfig
-from deletion_service.delete_phase import decision
-from deletion_service.delete_phase.decision import Action, Policy, Verdict
+from deletion_service.delete_phase.decision import Action, Kind, Policy, Verdict
 from deletion_service.delete_phase.execute import Executor, RateLimiter
 from deletion_service.delete_phase.gather import FactGatherer
+from deletion_service.delete_phase.pipeline import DeletePipeline
 from deletion_service.delete_phase.worker import DeletePhaseWorker, Settled
 from deletion_service.metrics import DeletionMetrics
 from deletion_service.model import DeleteLedgerPayload, LedgerType, PendingDeleteLedgerInfo, Reason
@@ -38,20 +39,28 @@ def policy_from(config: DeletionConfig) -> Policy:
         reconsume_later_s=config.two_phase_deletion_reconsume_later_in_seconds,
         max_retries=config.two_phase_deletion_max_retry_delete_count,
         min_ledger_age_s=config.min_ledger_age_seconds,
+        in_use_grace_s=config.two_phase_deletion_in_use_grace_seconds,
     )
+
+
+class SyncOutcome(StrEnum):
+    """How a synchronous delete ended (``admin/outcomes.py`` maps each to an HTTP status)."""
+
+    DELETED = "deleted"
+    ABSENT = "absent"
+    WOULD_DELETE = "would_delete"  # dry run: verified, nothing deleted
+    STILL_IN_USE = "still_in_use"
+    METADATA_MISMATCH = "metadata_mismatch"
+    NOT_YET = "not_yet"  # OPEN / IN_RECOVERY, or too young: ask again after retry_after_s
+    UNAVAILABLE = "unavailable"  # a dependency failed: metadata store, S3, broker
+    FAILED = "failed"  # cannot verify, invalid, or a permanent storage error an operator must look at
 
 
 @dataclass(frozen=True)
 class SyncResult:
-    """The end of a synchronous delete.
+    """The end of a synchronous delete."""
 
-    ``outcome``: ``deleted``, ``absent``, ``still_in_use``, ``metadata_mismatch``;
-    ``not_yet`` (the ledger is open, or too young for an orphan/manual request:
-    ask again after ``retry_after_s``); ``unavailable`` (a dependency failed:
-    metadata store, S3, broker); ``failed`` (cannot verify, or a permanent
-    storage error an operator must look at)."""
-
-    outcome: str
+    outcome: SyncOutcome
     reason: str
     retry_after_s: float | None = None
 
@@ -79,6 +88,7 @@ class LedgerDeletionService:
         self.gatherer = FactGatherer(store, self.bk_store, self.offload, config.bookkeeper_ledgers_root_path)
         self.executor = Executor(self.bk_store, self.offload, RateLimiter(config.max_deletions_per_second),
                                  dry_run=dry_run)
+        self.pipeline = DeletePipeline(self.gatherer, self.executor, self.metrics)
         self.worker: DeletePhaseWorker | None = None
         self._consumers: list = []
         self._sync_lock = threading.Lock()
@@ -91,7 +101,7 @@ class LedgerDeletionService:
         self._consumers = [requests, retries]
         # Producers (and so subscriptions) for RETRY and DLQ exist before the first message needs them.
         self.publisher.prepare(self.topics.retry, self.topics.dlq)
-        self.worker = DeletePhaseWorker(requests, retries, self.publisher, self.gatherer, self.executor,
+        self.worker = DeletePhaseWorker(requests, retries, self.publisher, self.pipeline,
                                         self.policy, self.metrics, on_settled=on_settled)
         return self.worker
 
@@ -126,23 +136,29 @@ class LedgerDeletionService:
         # No retry budget here: the caller is the one who retries, so "not yet" never turns into a DLQ verdict.
         policy = replace(self.policy, max_retries=2**31)
         with self._sync_lock:
-            [facts] = self.gatherer.gather([request], [0])
-            action = decision.decide(request, facts, policy)
-            [result] = self.executor.run([action], [facts])
-            if result is not None:
-                self.metrics.count_delete(request.ledger_type.value, result)
-                action = decision.settle_delete(action, result, 0, policy)
-        return _sync_result(action)
+            [action] = self.pipeline.run([request], [0], policy)
+        return sync_result(action)
 
 
-def _sync_result(action: Action) -> SyncResult:
-    if action.verdict == Verdict.RECONSUME:
-        if action.kind == "transient":
-            return SyncResult("unavailable", action.reason.removeprefix("transient failure: "))
-        return SyncResult("not_yet", action.reason, retry_after_s=action.delay_s)
-    if action.verdict == Verdict.DLQ:
-        return SyncResult("failed", action.reason)
-    return SyncResult(decision.outcome_of(action).value, action.reason)
+def sync_result(action: Action) -> SyncResult:
+    match action.verdict:
+        case Verdict.RECONSUME if action.kind in (Kind.TRANSIENT, Kind.INTERNAL_ERROR):
+            return SyncResult(SyncOutcome.UNAVAILABLE, action.reason)
+        case Verdict.RECONSUME:
+            return SyncResult(SyncOutcome.NOT_YET, action.reason, retry_after_s=action.delay_s)
+        case Verdict.DLQ:
+            return SyncResult(SyncOutcome.FAILED, action.reason)
+        case Verdict.DELETE_BOOKKEEPER | Verdict.DELETE_OFFLOAD:
+            return SyncResult(SyncOutcome.DELETED, action.reason)
+        case Verdict.ACK_ABSENT:
+            return SyncResult(SyncOutcome.ABSENT, action.reason)
+        case Verdict.DRY_RUN:
+            return SyncResult(SyncOutcome.WOULD_DELETE, action.reason)
+        case Verdict.ACK_IN_USE:
+            return SyncResult(SyncOutcome.STILL_IN_USE, action.reason)
+        case Verdict.ACK_MISMATCH:
+            return SyncResult(SyncOutcome.METADATA_MISMATCH, action.reason)
+    raise AssertionError(f"unhandled verdict {action.verdict!r}")
 
 
-__all__ = ["LedgerDeletionService", "Settled", "SyncResult", "policy_from"]
+__all__ = ["LedgerDeletionService", "Settled", "SyncOutcome", "SyncResult", "policy_from", "sync_result"]

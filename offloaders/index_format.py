@@ -39,6 +39,8 @@ INDEX_MAGIC_V2 = 0x3D1FB0BC
 FORMAT_VERSION_KEY = "s3managedledgeroffloaderformatversion"
 CURRENT_FORMAT_VERSION = "1"
 ML_NAME_KEY = "pulsar/managed-ledger"
+#: Upstream passes ``ManagedLedgerName`` as extra metadata to every offload; jclouds lower-cases it.
+OBJECT_ML_NAME_KEY = "managedledgername"
 
 _HEADER_V1 = struct.Struct(">iiqqii")
 _HEADER_V2 = struct.Struct(">iiqq")
@@ -217,17 +219,23 @@ def read_mapfile_metadata_record(buf: bytes) -> bytes | None:
 
 
 def judge_source_metadata(meta: SourceLedgerMetadata, ledger_id: int, name: str,
-                          expect: IndexExpectation | None, fallback_ml_name: str | None) -> IndexCheck:
+                          expect: IndexExpectation | None, fallback_ml_name: str | None,
+                          object_ml_name: str | None = None) -> IndexCheck:
     """Compare a per-ledger index's embedded metadata with what the caller expects.
 
-    A contradiction raises; agreement on at least one field verifies; nothing to
-    compare is "unverifiable" (accepted, reported)."""
+    A contradiction raises.  VERIFIED needs the managed ledger the index names
+    (its embedded ``pulsar/managed-ledger``, else the ``ManagedLedgerName`` user
+    metadata upstream stamps on the objects) to equal the expected one: entries,
+    size or ctime agreeing prove nothing about whose data this is.  An index that
+    names no managed ledger is UNVERIFIABLE, and unverifiable is never deleted."""
     expect = expect or IndexExpectation()
     compared: list[str] = []
     problems: list[str] = []
 
     want_ml = expect.managed_ledger_name or fallback_ml_name
-    have_ml = meta.managed_ledger_name
+    have_ml = meta.managed_ledger_name or object_ml_name
+    if meta.managed_ledger_name and object_ml_name and meta.managed_ledger_name != object_ml_name:
+        problems.append(f"index names {meta.managed_ledger_name!r} but its object metadata {object_ml_name!r}")
     if want_ml is not None and have_ml is not None:
         compared.append("managed-ledger")
         if have_ml != want_ml:
@@ -251,16 +259,23 @@ def judge_source_metadata(meta: SourceLedgerMetadata, ledger_id: int, name: str,
     if problems:
         raise OffloadIndexMismatchError(
             f"{name} is not the index of ledger {ledger_id}: " + "; ".join(problems))
-    if compared:
-        return IndexCheck(Verification.VERIFIED, f"{name}: matched {', '.join(compared)}", (name,))
-    return IndexCheck(Verification.UNVERIFIABLE,
-                      f"{name}: valid offload index, but no field to compare (the per-ledger index "
-                      "does not carry the ledger id)", (name,))
+    if "managed-ledger" in compared:
+        return IndexCheck(Verification.VERIFIED, f"{name}: matched {', '.join(compared)}", (name,), owner=have_ml)
+    why = ("names no managed ledger (no pulsar/managed-ledger, no ManagedLedgerName metadata)"
+           if have_ml is None else "nothing to compare its managed ledger with")
+    return IndexCheck(Verification.UNVERIFIABLE, f"{name}: valid offload index, but it {why}", (name,))
 
 
 def judge_segment(ledgers: dict[int, SegmentLedgerInfo], ledger_id: int, name: str,
-                  expect: IndexExpectation | None) -> str:
-    """Check a streaming index names ``ledger_id`` and no ledger we were not told may go."""
+                  expect: IndexExpectation | None, owner_ml_name: str | None = None,
+                  fallback_ml_name: str | None = None) -> IndexCheck:
+    """Check a streaming index names ``ledger_id`` and no ledger we were not told may go.
+
+    A streaming index records ledger ids, not the topic: "holds ledger L" alone
+    would let a request naming any topic delete another topic's segment.  The
+    topic is proven only by the ``ManagedLedgerName`` user metadata upstream
+    writes on the segment's objects (``owner_ml_name``); without it the segment
+    is UNVERIFIABLE."""
     expect = expect or IndexExpectation()
     if ledger_id not in ledgers:
         raise OffloadIndexMismatchError(
@@ -273,7 +288,14 @@ def judge_segment(ledgers: dict[int, SegmentLedgerInfo], ledger_id: int, name: s
     if expect.entries is not None and info.entries is not None and info.entries != expect.entries:
         raise OffloadIndexMismatchError(f"{name}: ledger {ledger_id} has {info.entries} entries, "
                                         f"expected {expect.entries}")
-    return f"{name}: holds ledger {ledger_id}"
+    want_ml = expect.managed_ledger_name or fallback_ml_name
+    if owner_ml_name is None or want_ml is None:
+        return IndexCheck(Verification.UNVERIFIABLE, f"{name}: holds ledger {ledger_id}, but nothing names its "
+                          "topic (no ManagedLedgerName metadata on the segment)", (name,))
+    if owner_ml_name != want_ml:
+        raise OffloadIndexMismatchError(f"{name} belongs to managed ledger {owner_ml_name!r}, not {want_ml!r}")
+    return IndexCheck(Verification.VERIFIED, f"{name}: holds ledger {ledger_id} of {owner_ml_name}", (name,),
+                      owner=owner_ml_name)
 
 
 # --------------------------------------------------------------------------- builders

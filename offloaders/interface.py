@@ -200,8 +200,8 @@ class ObjectHead:
 class Verification(StrEnum):
     #: The index names this ledger (or matched every expectation we could check).
     VERIFIED = "verified"
-    #: The format carries no usable marker, or no expectation was given: accepted,
-    #: and reported so operators can see how much was deleted on name alone.
+    #: Nothing proves whose data this is (index missing, or naming no managed
+    #: ledger): the delete phase never deletes it, an operator decides.
     UNVERIFIABLE = "unverifiable"
     #: Neither index nor data exists: nothing to verify, nothing to delete.
     ABSENT = "absent"
@@ -232,6 +232,8 @@ class IndexCheck:
     detail: str
     #: Names of the index objects that were read.
     checked: tuple[str, ...] = ()
+    #: The managed ledger the objects prove they belong to (VERIFIED only).
+    owner: str | None = None
 
 
 # --------------------------------------------------------------------------- the ABC

@@ -33,6 +33,7 @@ from offloaders.allow_list import S3_FAMILY_DRIVERS, AllowList, decide
 from offloaders.index_format import (
     CURRENT_FORMAT_VERSION,
     FORMAT_VERSION_KEY,
+    OBJECT_ML_NAME_KEY,
     IndexFormatError,
     judge_segment,
     judge_source_metadata,
@@ -159,8 +160,13 @@ class S3Offloader(Offloader):
                     # Upstream disables virtual-host buckets for a custom endpoint.
                     config = config.merge(Config(s3={"addressing_style": "path"}))
                 session = boto3.session.Session()  # sessions are not thread-safe; one per client
-                client = session.client("s3", region_name=key[1], endpoint_url=endpoint or None,
-                                        config=config)
+                try:
+                    client = session.client("s3", region_name=key[1], endpoint_url=endpoint or None,
+                                            config=config)
+                except (BotoCoreError, ValueError) as e:
+                    # An invalid region or endpoint can never address storage: permanent, not a retry.
+                    raise OffloadTargetError(f"cannot address s3 at endpoint {endpoint or '(default)'!r} "
+                                             f"region {key[1]!r}: {e}") from e
                 self._clients[key] = client
         return client, bucket
 
@@ -294,7 +300,8 @@ class S3Offloader(Offloader):
             source = parse_index_v1(body)
         except IndexFormatError as e:
             raise OffloadIndexMismatchError(f"{name} is not a per-ledger offload index: {e}") from e
-        return judge_source_metadata(source, target.ledger_id, name, expect, target.managed_ledger_name)
+        return judge_source_metadata(source, target.ledger_id, name, expect, target.managed_ledger_name,
+                                     meta.get(OBJECT_ML_NAME_KEY))
 
     def _verify_segment_index(self, target: OffloadTarget, seg_uuid: str,
                               expect: IndexExpectation | None) -> IndexCheck:
@@ -310,8 +317,11 @@ class S3Offloader(Offloader):
             ledgers = parse_index_v2(body)
         except IndexFormatError as e:
             raise OffloadIndexMismatchError(f"{name} is not a streaming offload index: {e}") from e
-        detail = judge_segment(ledgers, target.ledger_id, name, expect)
-        return IndexCheck(Verification.VERIFIED, detail, (name,))
+        owner = meta.get(OBJECT_ML_NAME_KEY)
+        if owner is None:
+            data = self.head(target, seg_uuid)
+            owner = data.user_metadata.get(OBJECT_ML_NAME_KEY) if data is not None else None
+        return judge_segment(ledgers, target.ledger_id, name, expect, owner, target.managed_ledger_name)
 
 
 def _check_format_version(name: str, meta: dict[str, str]) -> None:
@@ -335,4 +345,7 @@ def _combine(checks: list[IndexCheck]) -> IndexCheck:
         return IndexCheck(Verification.ABSENT, detail, names)
     if any(c.outcome is Verification.UNVERIFIABLE for c in present):
         return IndexCheck(Verification.UNVERIFIABLE, detail, names)
-    return IndexCheck(Verification.VERIFIED, detail, names)
+    owners = {c.owner for c in present}
+    if len(owners) != 1:
+        raise OffloadIndexMismatchError(f"the objects name different managed ledgers: {sorted(map(str, owners))}")
+    return IndexCheck(Verification.VERIFIED, detail, names, owner=owners.pop())

@@ -84,14 +84,17 @@ class S3Bucket:
         self.client.put_object(Bucket=self.name, Key=names[1], Body=index, Metadata=UPSTREAM_META)
         return names
 
-    def offload_segment(self, ledger_id: int, msb: int, lsb: int) -> list[str]:
+    def offload_segment(self, ledger_id: int, msb: int, lsb: int, topic: str | None = None) -> list[str]:
+        """A streaming-offload segment; with ``topic``, stamped with upstream's ``ManagedLedgerName``
+        metadata (the only thing that says whose segment it is)."""
         seg = SegmentRef(msb, lsb).uuid
-        self.client.put_object(Bucket=self.name, Key=seg, Body=b"segment", Metadata=UPSTREAM_META)
+        meta = {**UPSTREAM_META, **({"managedledgername": managed_ledger_name(topic)} if topic else {})}
+        self.client.put_object(Bucket=self.name, Key=seg, Body=b"segment", Metadata=meta)
         self.client.put_object(
             Bucket=self.name,
             Key=f"{seg}-index",
             Body=build_index_v2({ledger_id: encode_ledger_info(ledger_id, 10, 1024)}),
-            Metadata=UPSTREAM_META,
+            Metadata=meta,
         )
         return [seg, f"{seg}-index"]
 

@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
     ("outcome", "reason", "status", "http_outcome", "retry_after"),
     [
         ("deleted", "deleted", 200, HttpOutcome.DELETED, None),
+        ("would_delete", "dry run: would delete (verified)", 200, HttpOutcome.WOULD_DELETE, None),
         ("absent", "/ledgers/00/0000/L0001 already absent", 200, HttpOutcome.ABSENT, None),
         ("still_in_use", "in the ledger list of …", 409, HttpOutcome.STILL_IN_USE, None),
         ("metadata_mismatch", "pulsar/managed-ledger is other", 422, HttpOutcome.METADATA_MISMATCH, None),

@@ -7,8 +7,8 @@ import itertools
 import pytest
 
 from deletion_service.delete_phase import decision
-from deletion_service.delete_phase.decision import Action, Policy, Verdict
-from deletion_service.delete_phase.facts import BookKeeperFact, Facts, OffloadFact
+from deletion_service.delete_phase.decision import Action, Kind, Outcome, Policy, Verdict
+from deletion_service.delete_phase.facts import BookKeeperFact, DeleteResult, DeleteStatus, Facts, OffloadFact
 from deletion_service.delete_phase.references import topic_references
 from deletion_service.model import InvalidRequest, PendingDeleteLedgerInfo, decode
 from metastore.formats import (
@@ -21,7 +21,6 @@ from metastore.formats import (
     Position,
     SchemaLocator,
 )
-from offloaders.interface import IndexCheck, Verification
 
 NOW = 1_800_000_000_000
 DAY_MS = 86_400_000
@@ -90,7 +89,36 @@ def test_unknown_fields_are_ignored_and_json_is_stable() -> None:
 
 def test_still_referenced_wins_over_everything_but_transient() -> None:
     facts = Facts(NOW, references=("listed in the managed ledger",), bookkeeper=bk(state="OPEN"))
-    assert decision.decide(req(), facts, POLICY).verdict == Verdict.ACK_IN_USE
+    assert decision.decide(req(reason="manual"), facts, POLICY).verdict == Verdict.ACK_IN_USE
+    assert decision.decide(req(reason="orphan"), facts, POLICY).verdict == Verdict.ACK_IN_USE
+
+
+@pytest.mark.parametrize("reason", ["trim", "topic-deleted"])
+def test_mark_phase_request_still_listed_is_looked_at_again_within_the_grace(reason: str) -> None:
+    """trim sends, *then* writes: a request consumed in between must not be acked "in use"
+    (the ledger would leave the list a moment later with no request left: an orphan)."""
+    listed = Facts(NOW, attempts=50, references=("listed in the managed ledger",), bookkeeper=bk())
+    fresh = decision.decide(req(reason=reason, markedAt=NOW - 10_000), listed, POLICY)
+    assert (fresh.verdict, fresh.kind) == (Verdict.RECONSUME, Kind.IN_USE_GRACE)
+    assert 0 < fresh.delay_s <= POLICY.in_use_grace_s - 10, "never waits past the grace"
+    # past the grace the mark phase crashed or aborted: the ledger really is in use
+    old = decision.decide(req(reason=reason, markedAt=NOW - 301_000), listed, POLICY)
+    assert old.verdict == Verdict.ACK_IN_USE
+    # a markedAt from the future opens no window (else a forged one would loop forever)
+    future = decision.decide(req(reason=reason, markedAt=NOW + 3_600_000), listed, POLICY)
+    assert future.verdict == Verdict.ACK_IN_USE
+    # the grace can be switched off
+    off = decision.decide(req(reason=reason), listed, Policy(in_use_grace_s=0))
+    assert off.verdict == Verdict.ACK_IN_USE
+
+
+def test_no_delay_exceeds_what_config_allows() -> None:
+    """A ctime far in the future (clock skew, or a forged znode) must not park a request for a
+    year, nor overflow the client's delay type."""
+    skewed = bk(ctime=NOW + 400 * 365 * DAY_MS)
+    action = decision.decide(req(reason="orphan"), Facts(NOW, bookkeeper=skewed), POLICY)
+    assert action.verdict == Verdict.RECONSUME and action.delay_s <= POLICY.max_delay_s
+    assert POLICY.max_delay_s == max(POLICY.reconsume_later_s, POLICY.in_use_grace_s, POLICY.min_ledger_age_s)
 
 
 @pytest.mark.parametrize("custom,component,extra,fragment", [
@@ -173,7 +201,8 @@ OFFLOAD = {"ledgerType": "OFFLOAD_LEDGER",
     (OffloadFact(index_mismatch="index is for another ledger", present=True), Verdict.ACK_MISMATCH),
     (OffloadFact(target_error="bucket missing"), Verdict.DLQ),
     (OffloadFact(present=False), Verdict.ACK_ABSENT),
-    (OffloadFact(present=True, index=IndexCheck(Verification.VERIFIED, "ok"), oldest_object_ms=NOW - 2 * DAY_MS),
+    (OffloadFact(present=True, unverifiable="index names no managed ledger", oldest_object_ms=0), Verdict.DLQ),
+    (OffloadFact(present=True, verified="ok", oldest_object_ms=NOW - 2 * DAY_MS),
      Verdict.DELETE_OFFLOAD),
 ])
 def test_offload_rows(fact: OffloadFact, verdict: Verdict) -> None:
@@ -181,7 +210,7 @@ def test_offload_rows(fact: OffloadFact, verdict: Verdict) -> None:
 
 
 def test_young_offloaded_orphan_waits() -> None:
-    fact = OffloadFact(present=True, index=IndexCheck(Verification.VERIFIED, "ok"), oldest_object_ms=NOW - 1000)
+    fact = OffloadFact(present=True, verified="ok", oldest_object_ms=NOW - 1000)
     assert decision.decide(req(reason="orphan", **OFFLOAD), Facts(NOW, offload=fact), POLICY).verdict == (
         Verdict.RECONSUME)
 
@@ -201,21 +230,29 @@ def test_references_cover_every_kind_of_ledger() -> None:
     assert topic_references(None, {}, None) == {}
 
 
-# Every verdict, followed by every result its action can have, ends in a disposition.
-DELETE_RESULTS = ["deleted", "absent", "bad_version", "transient:timeout", "failed:access denied"]
-FINAL = {Verdict.ACK_ABSENT, Verdict.ACK_IN_USE, Verdict.ACK_MISMATCH, Verdict.RECONSUME, Verdict.DLQ,
-         Verdict.DELETE_BOOKKEEPER, Verdict.DELETE_OFFLOAD}
+# Every delete result, for each delete verdict, settles into the disposition the table says.
+DELETE_RESULTS = [DeleteResult(DeleteStatus.DELETED), DeleteResult(DeleteStatus.ABSENT),
+                  DeleteResult(DeleteStatus.BAD_VERSION), DeleteResult(DeleteStatus.TRANSIENT, "timeout"),
+                  DeleteResult(DeleteStatus.FAILED, "access denied"), DeleteResult(DeleteStatus.DRY_RUN)]
+EXPECTED = {  # (status, budget left?) -> verdict
+    DeleteStatus.ABSENT: Verdict.ACK_ABSENT,
+    DeleteStatus.FAILED: Verdict.DLQ,
+    DeleteStatus.DRY_RUN: Verdict.DRY_RUN,
+}
 
 
 @pytest.mark.parametrize("verdict,result,attempts", list(itertools.product(
     [Verdict.DELETE_BOOKKEEPER, Verdict.DELETE_OFFLOAD], DELETE_RESULTS, [0, 3])))
-def test_every_delete_result_settles(verdict: Verdict, result: str, attempts: int) -> None:
+def test_every_delete_result_settles(verdict: Verdict, result: DeleteResult, attempts: int) -> None:
     final = decision.settle_delete(Action(verdict, "verified", bookkeeper_version=1), result, attempts, POLICY)
-    assert final.verdict in FINAL
-    outcome = decision.outcome_of(final)
-    if result in ("deleted", "absent"):
-        assert outcome.value == result
-    elif result.startswith("failed"):
-        assert final.verdict == Verdict.DLQ
+    if result.status == DeleteStatus.DELETED:
+        expected = verdict
+    elif result.status in EXPECTED:
+        expected = EXPECTED[result.status]
     else:  # bad version and transient: retried until the budget is spent
-        assert final.verdict == (Verdict.RECONSUME if attempts < 3 else Verdict.DLQ)
+        expected = Verdict.RECONSUME if attempts < POLICY.max_retries else Verdict.DLQ
+    assert final.verdict == expected
+    if result.status == DeleteStatus.FAILED:
+        assert final.kind == Kind.DELETE_FAILED and "access denied" in final.reason
+    if result.status == DeleteStatus.DRY_RUN:
+        assert decision.outcome_of(final) == Outcome.WOULD_DELETE

@@ -44,6 +44,8 @@ def world(
         twoPhaseDeletionMaxRetryDeleteCount=2,
         minLedgerAgeSeconds=3600,
         offloadAllowedBuckets=[bucket.name],
+        # the grace window has its own tests (test_safety_findings.py); here "in use" is final at once
+        twoPhaseDeletionInUseGraceSeconds=0,
     )
     yield w
     w.service.close()
@@ -169,7 +171,7 @@ def test_every_row_over_hundreds_of_requests(world: World, bucket: S3Bucket, pul
         )
     for i in range(4):
         lid = next(ids)
-        gone_objects.update(bucket.offload_segment(lid, 5000 + i, 7))
+        gone_objects.update(bucket.offload_segment(lid, 5000 + i, 7, topic))
         sends.append(
             request(
                 topic, lid, ledgerType="OFFLOAD_LEDGER", offloadContext=bucket.offload_context(0, 0, [(5000 + i, 7)])

@@ -18,11 +18,11 @@ import pytest
 from deletion_service.broker.interface import BrokerError, Consumer, Received
 from deletion_service.delete_phase.decision import Action, Policy, Verdict
 from deletion_service.delete_phase.dispose import RECONSUMETIMES
-from deletion_service.delete_phase.facts import BookKeeperFact, Facts, OffloadFact
+from deletion_service.delete_phase.facts import BookKeeperFact, DeleteResult, DeleteStatus, Facts, OffloadFact
+from deletion_service.delete_phase.pipeline import DeletePipeline
 from deletion_service.delete_phase.worker import DeletePhaseWorker
 from deletion_service.metrics import DeletionMetrics
 from metastore.formats import LedgerMetadata
-from offloaders.interface import IndexCheck, Verification
 
 ML = {"application": b"pulsar", "component": b"managed-ledger", "pulsar/managed-ledger": b"t/ns/persistent/x"}
 
@@ -46,10 +46,12 @@ OFFLOAD_FACTS = {
     "not-allowed": lambda: Facts(10**13, offload=OffloadFact(not_allowed="bucket")),
     "target-error": lambda: Facts(10**13, offload=OffloadFact(target_error="no bucket")),
     "verified": lambda: Facts(
-        10**13, offload=OffloadFact(present=True, index=IndexCheck(Verification.VERIFIED, "ok"), oldest_object_ms=0)
+        10**13, offload=OffloadFact(present=True, verified="ok", oldest_object_ms=0)
     ),
 }
-RESULTS = ["deleted", "absent", "bad_version", "transient:s3 503", "failed:access denied"]
+RESULTS = [DeleteResult(DeleteStatus.DELETED), DeleteResult(DeleteStatus.ABSENT),
+           DeleteResult(DeleteStatus.BAD_VERSION), DeleteResult(DeleteStatus.TRANSIENT, "s3 503"),
+           DeleteResult(DeleteStatus.FAILED, "access denied")]
 
 
 @dataclass
@@ -106,11 +108,13 @@ class ScriptedGatherer:
 
 
 class ScriptedExecutor:
-    def __init__(self, results: dict[int, str]) -> None:
+    dry_run = False
+
+    def __init__(self, results: dict[int, DeleteResult]) -> None:
         self.results = results
         self.ids: list[int] = []
 
-    def run(self, actions: list[Action], facts: list[Facts]) -> list[str | None]:
+    def run(self, actions: list[Action], facts: list[Facts]) -> list[DeleteResult | None]:
         return [
             self.results[i] if a.verdict in (Verdict.DELETE_BOOKKEEPER, Verdict.DELETE_OFFLOAD) else None
             for i, a in zip(self.ids, actions, strict=True)
@@ -145,7 +149,7 @@ CASES = [("LEDGER", f, r, a) for f, r, a in itertools.product(FACTS, RESULTS, [0
 @pytest.mark.parametrize("broker_fault", ["none", "publish", "ack"])
 def test_every_message_ends_acked_after_its_publish(broker_fault: str) -> None:
     script: dict[int, Facts | Exception] = {}
-    results: dict[int, str] = {}
+    results: dict[int, DeleteResult] = {}
     msgs = []
     for i, (ledger_type, fact, result, attempts) in enumerate(CASES):
         script[i] = (FACTS if ledger_type == "LEDGER" else OFFLOAD_FACTS)[fact]()
@@ -160,11 +164,11 @@ def test_every_message_ends_acked_after_its_publish(broker_fault: str) -> None:
         consumer,
         FakeConsumer([]),
         publisher,
-        ScriptedGatherer(script),
-        executor,
+        DeletePipeline(ScriptedGatherer(script), executor, metrics := DeletionMetrics()),  # type: ignore[arg-type]
         Policy(reconsume_later_s=0, max_retries=5),
-        DeletionMetrics(),
+        metrics,
         batch_size=len(msgs),
+        dispose_backoff_s=0,
         clock=lambda: 10**10,
     )
     worker.run_once(0.01)
@@ -194,10 +198,10 @@ def test_a_crashing_gatherer_reconsumes_the_batch() -> None:
         consumer,
         FakeConsumer([]),
         publisher,
-        ScriptedGatherer({1: RuntimeError("bug"), 2: RuntimeError("bug")}),
-        ScriptedExecutor({}),
+        DeletePipeline(ScriptedGatherer({1: RuntimeError("bug"), 2: RuntimeError("bug")}),  # type: ignore[arg-type]
+                       ScriptedExecutor({}), metrics := DeletionMetrics()),
         Policy(max_retries=5),
-        DeletionMetrics(),
+        metrics,
         clock=lambda: 10**10,
     )
     worker.run_once(0.01)

@@ -295,11 +295,13 @@ def test_bad_managed_ledger_names(name: str) -> None:
         topic_from_managed_ledger_path("/schemas/" + name)
 
 
-LOCAL = st.text(st.characters(blacklist_characters="/", blacklist_categories=("Cs",)), min_size=1)
+LOCAL = st.text(st.characters(blacklist_characters="/", blacklist_categories=("Cs",)), min_size=1).filter(
+    lambda s: s not in (".", "..")
+)
 
 
 @given(
-    st.from_regex(r"[a-z0-9_=:.-]{1,8}", fullmatch=True),
+    st.from_regex(r"[a-z0-9_=:.-]{1,8}", fullmatch=True).filter(lambda s: s not in (".", "..")),
     st.from_regex(r"[a-z0-9_-]{1,8}", fullmatch=True),
     LOCAL,
 )
@@ -307,3 +309,12 @@ def test_topic_path_round_trip(tenant: str, namespace: str, local: str) -> None:
     topic = TopicName(tenant, namespace, local)
     assert topic_from_managed_ledger_path(managed_ledger_path(topic)) == topic
     assert parse_topic(str(topic)) == topic
+
+
+@pytest.mark.parametrize("name", ["persistent://./ns/x", "persistent://t/../x", "persistent://t/ns/..",
+                                  "persistent://t/ns/.", "persistent://t/ns/a\ud800b"])
+def test_names_that_address_no_node_are_refused(name: str) -> None:
+    """'.'/'..' segments name another node (or none) and a lone surrogate has no UTF-8 path:
+    such a name is invalid at parse time, not an error deep inside a metadata read."""
+    with pytest.raises(ValueError):
+        parse_topic(name)

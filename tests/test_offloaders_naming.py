@@ -194,8 +194,13 @@ def test_index_v2_names_its_ledgers() -> None:
         judge_segment(ledgers, 9, "s-index", None)
     with pytest.raises(OffloadIndexMismatchError, match=r"also holds ledgers \[8\]"):
         judge_segment(ledgers, 7, "s-index", None)
-    assert "holds ledger 7" in judge_segment(ledgers, 7, "s-index",
-                                             IndexExpectation(allow_shared_segment_ledgers=frozenset({8})))
+    shared = IndexExpectation(managed_ledger_name="t/ns/persistent/x", allow_shared_segment_ledgers=frozenset({8}))
+    # holding the ledger proves nothing about the topic: without the owner's name, unverifiable
+    assert judge_segment(ledgers, 7, "s-index", shared).outcome is Verification.UNVERIFIABLE
+    check = judge_segment(ledgers, 7, "s-index", shared, owner_ml_name="t/ns/persistent/x")
+    assert check.outcome is Verification.VERIFIED and "holds ledger 7" in check.detail
+    with pytest.raises(OffloadIndexMismatchError, match="victim"):
+        judge_segment(ledgers, 7, "s-index", shared, owner_ml_name="victim/ns/persistent/x")
 
 
 @pytest.mark.parametrize("compressed", [False, True])

@@ -193,13 +193,21 @@ def test_unverifiable_and_absent_outcomes(s3_server, bucket, offloader) -> None:
     data, index = offloader.object_names(t)
     put(s3_server.endpoint, bucket, data)
     assert offloader.verify_index_belongs(t).outcome is Verification.UNVERIFIABLE  # data without index
-    # an index without Pulsar custom metadata and no expectation: accepted, reported
-    anonymous = OffloadTarget("aws-s3", t.driver_metadata, t.uid_msb, t.uid_lsb, t.ledger_id)
+    # an index that names no managed ledger (older brokers): valid, but nothing proves whose it is
     put(s3_server.endpoint, bucket, index,
         build_index_v1(encode_ledger_metadata_format(last_entry_id=4, length=9)))
-    check = offloader.verify_index_belongs(anonymous)
-    assert check.outcome is Verification.UNVERIFIABLE
-    assert "does not carry the ledger id" in check.detail
+    check = offloader.verify_index_belongs(t, IndexExpectation(managed_ledger_name=ML, entries=5, size=9))
+    assert check.outcome is Verification.UNVERIFIABLE, "entries and size agreeing prove nothing about the topic"
+    assert "names no managed ledger" in check.detail
+    # ... unless upstream's ManagedLedgerName object metadata names it
+    put(s3_server.endpoint, bucket, index, build_index_v1(encode_ledger_metadata_format(last_entry_id=4, length=9)),
+        {**UPSTREAM_META, "managedledgername": ML})
+    check = offloader.verify_index_belongs(t)
+    assert (check.outcome, check.owner) == (Verification.VERIFIED, ML)
+    put(s3_server.endpoint, bucket, index, build_index_v1(encode_ledger_metadata_format(last_entry_id=4, length=9)),
+        {**UPSTREAM_META, "managedledgername": "other/ns/persistent/victim"})
+    with pytest.raises(OffloadIndexMismatchError, match="victim"):
+        offloader.verify_index_belongs(t)
 
 
 def test_streaming_segment_index_must_name_this_ledger_only(s3_server, bucket, offloader) -> None:
@@ -215,7 +223,15 @@ def test_streaming_segment_index_must_name_this_ledger_only(s3_server, bucket, o
     with pytest.raises(OffloadIndexMismatchError, match="also holds ledgers"):
         offloader.verify_index_belongs(t)
     put(s3_server.endpoint, bucket, index, build_index_v2({7: encode_ledger_info(7, 1, 1)}), UPSTREAM_META)
-    assert offloader.verify_index_belongs(t).outcome is Verification.VERIFIED
+    # "holds ledger 7" says nothing about the topic: a forged topicName must not delete a victim's segment
+    check = offloader.verify_index_belongs(t)
+    assert check.outcome is Verification.UNVERIFIABLE and "names its topic" in check.detail
+    put(s3_server.endpoint, bucket, seg.uuid, b"x", {**UPSTREAM_META, "managedledgername": "victim/ns/persistent/v"})
+    with pytest.raises(OffloadIndexMismatchError, match="victim"):
+        offloader.verify_index_belongs(t)
+    put(s3_server.endpoint, bucket, seg.uuid, b"x", {**UPSTREAM_META, "managedledgername": ML})
+    check = offloader.verify_index_belongs(t)
+    assert (check.outcome, check.owner) == (Verification.VERIFIED, ML)
 
 
 # ------------------------------------------------------------------ transient failures

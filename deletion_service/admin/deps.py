@@ -51,8 +51,9 @@ class AdminDeps:
         stores = {"metadataStore": service.store}
         if service.bk_store is not service.store:
             stores["bookkeeperMetadataStore"] = service.bk_store
-        return cls(service, backlog, service.broker, service.topics,
-                   DependencyProbe(stores, service.broker, probe_timeout_s), token,
+        probe = DependencyProbe(stores, service.broker, probe_timeout_s,
+                                extra={"dispositions": lambda: _dispositions_flowing(service)})
+        return cls(service, backlog, service.broker, service.topics, probe, token,
                    [service.metrics.registry, *extra_registries])
 
 
@@ -66,9 +67,11 @@ class DependencyProbe:
     would wait out its 15 s operation timeout when the broker is away).
     """
 
-    def __init__(self, stores: dict[str, MetadataStore], broker: BrokerClient, timeout_s: float = 3.0) -> None:
+    def __init__(self, stores: dict[str, MetadataStore], broker: BrokerClient, timeout_s: float = 3.0,
+                 extra: dict[str, Callable[[], None]] | None = None) -> None:
         self.checks: dict[str, Callable[[], None]] = {name: _store_check(s) for name, s in stores.items()}
         self.checks["broker"] = _broker_check(broker, timeout_s)
+        self.checks.update(extra or {})
         self.timeout_s = timeout_s
         self._pool = ThreadPoolExecutor(max_workers=2 * len(self.checks), thread_name_prefix="readyz")
 
@@ -84,6 +87,15 @@ class DependencyProbe:
             except Exception as e:  # noqa: BLE001 - any failure means "not ready", reported by type and message
                 out[name] = _one_line(e)
         return out
+
+
+def _dispositions_flowing(service: LedgerDeletionService) -> None:
+    """A broker that answers TCP but refuses every publish or ack is not ready either: the
+    consumer holds decided messages it cannot hand back (and stops taking new ones)."""
+    worker = service.worker
+    stuck = worker.stuck() if worker is not None else None
+    if stuck is not None:
+        raise RuntimeError(stuck)
 
 
 def _store_check(store: MetadataStore) -> Callable[[], None]:

@@ -3,6 +3,7 @@
 | outcome | status | why |
 | --- | --- | --- |
 | deleted, absent | 200 | absent is success: deletion is idempotent |
+| would_delete (``run --dry-run``) | 200 | verified; the body says what a real run would delete |
 | still_in_use | 409 | the ledger is referenced; it will not be deleted, do not retry |
 | not_yet (OPEN / IN_RECOVERY ledger, or younger than ``minLedgerAgeSeconds``) | 409 + ``Retry-After`` | see below |
 | metadata_mismatch | 422 | the request does not describe this ledger (forged or stale) |
@@ -25,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from deletion_service.service import SyncResult
+from deletion_service.service import SyncOutcome, SyncResult
 
 #: Seconds a client should wait after a 503: dependencies usually come back within seconds.
 UNAVAILABLE_RETRY_AFTER_S = 10
@@ -37,6 +38,7 @@ class HttpOutcome(StrEnum):
     OK = "ok"
     DELETED = "deleted"
     ABSENT = "absent"
+    WOULD_DELETE = "would_delete"
     STILL_IN_USE = "still_in_use"
     NOT_YET = "not_yet"
     METADATA_MISMATCH = "metadata_mismatch"
@@ -63,11 +65,12 @@ class HttpAnswer:
 
 
 _DIRECT = {
-    "deleted": (200, HttpOutcome.DELETED),
-    "absent": (200, HttpOutcome.ABSENT),
-    "still_in_use": (409, HttpOutcome.STILL_IN_USE),
-    "metadata_mismatch": (422, HttpOutcome.METADATA_MISMATCH),
-    "failed": (502, HttpOutcome.FAILED),
+    SyncOutcome.DELETED: (200, HttpOutcome.DELETED),
+    SyncOutcome.ABSENT: (200, HttpOutcome.ABSENT),
+    SyncOutcome.WOULD_DELETE: (200, HttpOutcome.WOULD_DELETE),
+    SyncOutcome.STILL_IN_USE: (409, HttpOutcome.STILL_IN_USE),
+    SyncOutcome.METADATA_MISMATCH: (422, HttpOutcome.METADATA_MISMATCH),
+    SyncOutcome.FAILED: (502, HttpOutcome.FAILED),
 }
 
 
@@ -77,9 +80,9 @@ def http_answer(result: SyncResult, not_yet_retry_after_s: float) -> HttpAnswer:
     if result.outcome in _DIRECT:
         status, outcome = _DIRECT[result.outcome]
         return HttpAnswer(status, outcome, result.reason)
-    if result.outcome == "unavailable":
+    if result.outcome == SyncOutcome.UNAVAILABLE:
         return HttpAnswer(503, HttpOutcome.UNAVAILABLE, result.reason, UNAVAILABLE_RETRY_AFTER_S)
-    if result.outcome == "not_yet":
+    if result.outcome == SyncOutcome.NOT_YET:
         wait = result.retry_after_s if result.retry_after_s is not None else not_yet_retry_after_s
         return HttpAnswer(409, HttpOutcome.NOT_YET, result.reason, max(1, round(wait)))
     return HttpAnswer(500, HttpOutcome.ERROR, f"unexpected outcome {result.outcome!r}: {result.reason}")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from deletion_service.delete_phase.facts import Facts
+from deletion_service.delete_phase.facts import DeleteResult, DeleteStatus, Facts
 from deletion_service.delete_phase.verify import mismatch
 from deletion_service.model import LedgerType, PendingDeleteLedgerInfo, Reason
 
@@ -23,9 +23,25 @@ class Verdict(StrEnum):
     ACK_IN_USE = "still_in_use"
     ACK_MISMATCH = "metadata_mismatch"
     ACK_ABSENT = "absent"  # already deleted: success, idempotent
-    RECONSUME = "reconsume"  # not yet (open, young) or transient failure: publish to RETRY, then ack
+    RECONSUME = "reconsume"  # not yet (open, young, in-use grace) or transient failure: publish to RETRY, then ack
     DELETE_BOOKKEEPER = "delete_bookkeeper"
     DELETE_OFFLOAD = "delete_offload"
+    DRY_RUN = "dry_run"  # verified and would be deleted; nothing done (``run --dry-run``)
+
+
+class Kind(StrEnum):
+    """Why a request is parked or retried: the DLQ's ``reason`` property, and the retry's cause."""
+
+    NONE = ""
+    INVALID_REQUEST = "invalid-request"
+    CANNOT_VERIFY = "cannot-verify"
+    OFFLOAD_TARGET_ERROR = "offload-target-error"
+    MAX_RETRIES = "max-retries-reached"
+    DELETE_FAILED = "delete-failed"
+    INTERNAL_ERROR = "internal-error"
+    NOT_YET = "not-yet"  # the ledger's state: OPEN, IN_RECOVERY, too young
+    IN_USE_GRACE = "in-use-grace"  # still listed, but its mark phase may not have written yet
+    TRANSIENT = "transient"  # a dependency failed
 
 
 class Outcome(StrEnum):
@@ -37,6 +53,7 @@ class Outcome(StrEnum):
     METADATA_MISMATCH = "metadata_mismatch"
     RECONSUMED = "reconsumed"
     DLQ = "dlq"
+    WOULD_DELETE = "would_delete"  # dry run: verified, nothing deleted
 
 
 @dataclass(frozen=True)
@@ -45,9 +62,7 @@ class Action:
     reason: str
     delay_s: float = 0.0  # for RECONSUME
     bookkeeper_version: int | None = None  # for DELETE_BOOKKEEPER: delete only at this version
-    #: DLQ: the short reason an operator filters on (the DLQ's `reason` property).
-    #: RECONSUME: ``not-yet`` (the ledger's state) or ``transient`` (a dependency failed).
-    kind: str = ""
+    kind: Kind = Kind.NONE
 
 
 @dataclass(frozen=True)
@@ -57,23 +72,42 @@ class Policy:
     reconsume_later_s: float = 600
     max_retries: int = 10
     min_ledger_age_s: float = 86_400
+    in_use_grace_s: float = 300
+
+    @property
+    def max_delay_s(self) -> float:
+        """No retry waits longer than the longest delay the table itself can choose.
+
+        Delays come from config, never from a message: a RETRY message's
+        ``DELAY_TIME`` is capped at this too, so whoever can publish to RETRY
+        cannot park requests for a year (nor can a clock-skewed ``ctime``)."""
+        return max(self.reconsume_later_s, self.in_use_grace_s, self.min_ledger_age_s, 1.0)
 
 
 AGE_GUARDED = frozenset({Reason.ORPHAN, Reason.MANUAL})
+#: Requests a mark phase sends *before* it removes the ledger from its list.
+MARK_PHASE = frozenset({Reason.TRIM, Reason.TOPIC_DELETED})
+#: A ``markedAt`` further ahead of our clock than this is not trusted to open a grace window.
+CLOCK_SKEW_S = 60.0
 
 
 def invalid(detail: str) -> Action:
     """Row 1: an undecodable or invalid payload goes to the DLQ, never crashes the consumer."""
-    return Action(Verdict.DLQ, f"invalid request: {detail}", kind="invalid-request")
+    return Action(Verdict.DLQ, f"invalid request: {detail}", kind=Kind.INVALID_REQUEST)
 
 
 def decide(request: PendingDeleteLedgerInfo, facts: Facts, policy: Policy) -> Action:
     if facts.transient is not None:
         return retry_later(facts.transient, facts.attempts, policy)
+    if facts.internal_error is not None:
+        return retry_later(facts.internal_error, facts.attempts, policy, kind=Kind.INTERNAL_ERROR)
+    if facts.invalid is not None:
+        return invalid(facts.invalid)
     if facts.unverifiable is not None:
-        return Action(Verdict.DLQ, f"cannot verify: {facts.unverifiable}", kind="cannot-verify")
+        return Action(Verdict.DLQ, f"cannot verify: {facts.unverifiable}", kind=Kind.CANNOT_VERIFY)
     if facts.references:
-        return Action(Verdict.ACK_IN_USE, "; ".join(facts.references))
+        in_use = "; ".join(facts.references)
+        return _in_use_grace(request, in_use, facts, policy) or Action(Verdict.ACK_IN_USE, in_use)
     if request.ledger_type == LedgerType.LEDGER:
         return _decide_bookkeeper(request, facts, policy)
     return _decide_offload(request, facts, policy)
@@ -84,7 +118,7 @@ def _decide_bookkeeper(request: PendingDeleteLedgerInfo, facts: Facts, policy: P
     assert bk is not None, "gathering always records a BookKeeper fact for LEDGER requests"
     if bk.unreadable is not None:
         return Action(Verdict.DLQ, f"BookKeeper metadata at {bk.path} unreadable: {bk.unreadable}",
-                      kind="cannot-verify")
+                      kind=Kind.CANNOT_VERIFY)
     if bk.metadata is None:
         return Action(Verdict.ACK_ABSENT, f"{bk.path} already absent")
     differs = mismatch(request, bk.metadata)
@@ -106,14 +140,38 @@ def _decide_offload(request: PendingDeleteLedgerInfo, facts: Facts, policy: Poli
     if off.index_mismatch is not None:
         return Action(Verdict.ACK_MISMATCH, off.index_mismatch)
     if off.target_error is not None:
-        return Action(Verdict.DLQ, off.target_error, kind="offload-target-error")
+        return Action(Verdict.DLQ, off.target_error, kind=Kind.OFFLOAD_TARGET_ERROR)
     if not off.present:
         return Action(Verdict.ACK_ABSENT, "offloaded objects already absent")
+    if off.unverifiable is not None:
+        # Unverifiable means not deleted: a name alone is all a forged request needs.
+        return Action(Verdict.DLQ, f"cannot verify the offloaded copy: {off.unverifiable}", kind=Kind.CANNOT_VERIFY)
     young = _too_young(request, off.oldest_object_ms, facts, policy)
     if young is not None:
         return young
-    detail = off.index.detail if off.index is not None else "verified"
-    return Action(Verdict.DELETE_OFFLOAD, detail)
+    return Action(Verdict.DELETE_OFFLOAD, off.verified or "verified")
+
+
+def _in_use_grace(request: PendingDeleteLedgerInfo, in_use: str, facts: Facts, policy: Policy) -> Action | None:
+    """A mark phase sends its requests, *then* removes the ledgers from the list in one write.
+
+    A request consumed in between finds its ledger still listed; acking it as
+    "in use" then would leave an orphan the moment the write lands.  So a
+    trim/topic-deleted request younger than the grace (from ``markedAt``) is
+    looked at again, at most when the grace ends; past it, the ledger really is
+    in use (the mark phase crashed or aborted).  Bounded by time, not by the
+    retry budget; a ``markedAt`` from the future opens no window."""
+    if request.reason not in MARK_PHASE or policy.in_use_grace_s <= 0:
+        return None
+    age_s = (facts.now_ms - request.marked_at) / 1000
+    if age_s < -CLOCK_SKEW_S:
+        return None
+    left_s = policy.in_use_grace_s - max(age_s, 0.0)
+    if left_s <= 0:
+        return None
+    delay_s = min(left_s, max(policy.reconsume_later_s, 1.0))
+    return Action(Verdict.RECONSUME, f"{in_use}; its mark phase may not have written yet (grace "
+                  f"{policy.in_use_grace_s:g}s)", delay_s=delay_s, kind=Kind.IN_USE_GRACE)
 
 
 def _too_young(request: PendingDeleteLedgerInfo, created_ms: int | None, facts: Facts, policy: Policy) -> Action | None:
@@ -122,42 +180,46 @@ def _too_young(request: PendingDeleteLedgerInfo, created_ms: int | None, facts: 
     if request.reason not in AGE_GUARDED:
         return None
     if created_ms is None:
-        return Action(Verdict.DLQ, "cannot tell the ledger's age for an orphan/manual request", kind="cannot-verify")
+        return Action(Verdict.DLQ, "cannot tell the ledger's age for an orphan/manual request",
+                      kind=Kind.CANNOT_VERIFY)
     remaining_s = policy.min_ledger_age_s - (facts.now_ms - created_ms) / 1000
     if remaining_s <= 0:
         return None
-    # Wait exactly until it is old enough: one retry instead of many.
+    # Wait exactly until it is old enough: one retry instead of many (a ctime from a skewed
+    # clock in the far future is capped by the policy's longest delay, not trusted).
     return _not_yet(f"ledger younger than minLedgerAgeSeconds ({policy.min_ledger_age_s:g}s)",
                     max(remaining_s, 1.0), facts, policy)
 
 
-def _not_yet(why: str, delay_s: float, facts: Facts, policy: Policy, kind: str = "not-yet") -> Action:
+def _not_yet(why: str, delay_s: float, facts: Facts, policy: Policy, kind: Kind = Kind.NOT_YET) -> Action:
     if facts.attempts >= policy.max_retries:
-        return Action(Verdict.DLQ, f"max retries ({policy.max_retries}) reached: {why}", kind="max-retries-reached")
-    return Action(Verdict.RECONSUME, why, delay_s=delay_s, kind=kind)
+        return Action(Verdict.DLQ, f"max retries ({policy.max_retries}) reached: {why}", kind=Kind.MAX_RETRIES)
+    return Action(Verdict.RECONSUME, why, delay_s=min(max(delay_s, 0.0), policy.max_delay_s), kind=kind)
 
 
-def retry_later(error: str, attempts: int, policy: Policy) -> Action:
-    """A transient failure that in-process retries did not cure."""
-    return _not_yet(f"transient failure: {error}", policy.reconsume_later_s, Facts(0, attempts), policy,
-                    kind="transient")
+def retry_later(error: str, attempts: int, policy: Policy, kind: Kind = Kind.TRANSIENT) -> Action:
+    """A transient failure that in-process retries did not cure (or a bug, ``INTERNAL_ERROR``)."""
+    return _not_yet(f"{'transient failure' if kind == Kind.TRANSIENT else 'internal error'}: {error}",
+                    policy.reconsume_later_s, Facts(0, attempts), policy, kind=kind)
 
 
-def settle_delete(action: Action, result: str, attempts: int, policy: Policy) -> Action:
-    """After a delete ran: what becomes of the request.
-
-    ``result`` is ``deleted``, ``absent``, ``bad_version`` (the ledger changed
-    since it was verified: verify again later), ``transient:<error>`` or
-    ``failed:<error>`` (a permanent failure an operator must see).
-    """
+def settle_delete(action: Action, result: DeleteResult, attempts: int, policy: Policy) -> Action:
+    """After a delete ran (or was skipped by a dry run): what becomes of the request."""
     assert action.verdict in (Verdict.DELETE_BOOKKEEPER, Verdict.DELETE_OFFLOAD)
-    if result in ("deleted", "absent"):
-        return Action(Verdict.ACK_ABSENT if result == "absent" else action.verdict, result)
-    if result == "bad_version":
-        return retry_later("ledger metadata changed since it was verified", attempts, policy)
-    if result.startswith("transient:"):
-        return retry_later(result.removeprefix("transient:"), attempts, policy)
-    return Action(Verdict.DLQ, result.removeprefix("failed:"), kind="delete-failed")
+    match result.status:
+        case DeleteStatus.DELETED:
+            return Action(action.verdict, "deleted")
+        case DeleteStatus.ABSENT:
+            return Action(Verdict.ACK_ABSENT, "absent")
+        case DeleteStatus.DRY_RUN:
+            return Action(Verdict.DRY_RUN, f"dry run: would delete ({action.reason})")
+        case DeleteStatus.BAD_VERSION:
+            return retry_later("ledger metadata changed since it was verified", attempts, policy)
+        case DeleteStatus.TRANSIENT:
+            return retry_later(result.detail, attempts, policy)
+        case DeleteStatus.FAILED:
+            return Action(Verdict.DLQ, result.detail, kind=Kind.DELETE_FAILED)
+    raise AssertionError(f"unhandled delete status {result.status!r}")
 
 
 def outcome_of(final: Action) -> Outcome:
@@ -170,4 +232,5 @@ def outcome_of(final: Action) -> Outcome:
         Verdict.ACK_MISMATCH: Outcome.METADATA_MISMATCH,
         Verdict.RECONSUME: Outcome.RECONSUMED,
         Verdict.DLQ: Outcome.DLQ,
+        Verdict.DRY_RUN: Outcome.WOULD_DELETE,
     }[final.verdict]

@@ -9,6 +9,7 @@ tools built for Pulsar's retry/DLQ topics read ours.
 from __future__ import annotations
 
 import base64
+import hashlib
 
 from deletion_service.broker.interface import Received
 from deletion_service.publisher import RequestPublisher
@@ -20,6 +21,18 @@ ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
 DLQ_REASON = "reason"
 DLQ_LAST_ERROR = "lastError"
 DLQ_PAYLOAD_BASE64 = "payloadBase64"
+DLQ_PAYLOAD_TRUNCATED = "payloadTruncated"
+DLQ_PAYLOAD_SIZE = "payloadSize"
+DLQ_PAYLOAD_SHA256 = "payloadSha256"
+
+#: The DLQ copy's body is cut to this, so it always fits a broker's message limit (Pulsar's
+#: default is 5 MB; the request topics' own copies are at most ``model.MAX_PAYLOAD_BYTES``).
+MAX_DLQ_BODY = 256 * 1024
+#: ``payloadBase64`` (the undecodable bytes, for an operator) only for payloads up to this.
+MAX_BASE64_SOURCE = 48 * 1024
+#: Properties copied from a received message: each at most this long, at most this many.
+MAX_PROPERTY_CHARS = 4096
+MAX_PROPERTIES = 64
 
 
 def attempts(message: Received) -> int:
@@ -30,35 +43,64 @@ def attempts(message: Received) -> int:
         return 0
 
 
-def due_at_ms(message: Received) -> int:
+def due_at_ms(message: Received, max_delay_s: float, now_ms: int) -> int:
     """When a RETRY message may be processed: its publish time plus its ``DELAY_TIME``.
 
-    The embedded broker ignores delayed delivery, so the consumer enforces it."""
+    The embedded broker ignores delayed delivery, so the consumer enforces it.
+    ``DELAY_TIME`` is whatever the publisher wrote: anyone who can publish to
+    RETRY could hold messages forever, so the delay is capped by config
+    (``max_delay_s``, the longest delay the decision table itself chooses), and
+    so is a publish time from a clock running ahead."""
     try:
-        delay = int(message.properties.get(DELAY_TIME, "0"))
+        delay_ms = int(message.properties.get(DELAY_TIME, "0")[:20])
     except ValueError:
-        delay = 0
-    return message.publish_time_ms + max(0, delay)
+        delay_ms = 0
+    cap_ms = int(max_delay_s * 1000)
+    due = message.publish_time_ms + min(max(0, delay_ms), cap_ms)
+    return min(due, now_ms + cap_ms)
 
 
 def _origin(message: Received) -> dict[str, str]:
     return {
-        REAL_TOPIC: message.properties.get(REAL_TOPIC, message.topic),
-        ORIGIN_MESSAGE_ID: message.properties.get(ORIGIN_MESSAGE_ID, message.message_id),
+        REAL_TOPIC: message.properties.get(REAL_TOPIC, message.topic)[:MAX_PROPERTY_CHARS],
+        ORIGIN_MESSAGE_ID: message.properties.get(ORIGIN_MESSAGE_ID, message.message_id)[:MAX_PROPERTY_CHARS],
     }
+
+
+def _carried(message: Received) -> dict[str, str]:
+    """The received message's properties, bounded: a copy must never outgrow the broker's limit."""
+    kept = {k: v for k, v in message.properties.items() if len(k) + len(v) <= MAX_PROPERTY_CHARS}
+    return dict(list(kept.items())[:MAX_PROPERTIES])
 
 
 def publish_retry(publisher: RequestPublisher, message: Received, delay_s: float) -> str:
     """Reconsume later, step one: the copy on RETRY (the caller acks the original after this returns)."""
-    props = {**message.properties, **_origin(message),
+    props = {**_carried(message), **_origin(message),
              RECONSUMETIMES: str(attempts(message) + 1), DELAY_TIME: str(int(delay_s * 1000))}
     return publisher.send_retry(message.data, props, delay_s)
 
 
+def publish_deferred(publisher: RequestPublisher, message: Received, remaining_s: float) -> str:
+    """Hand a held RETRY message back to RETRY with the delay it has left, its attempts unchanged
+    (the consumer's held set is full; the broker keeps it instead of our memory)."""
+    props = {**_carried(message), **_origin(message), DELAY_TIME: str(int(remaining_s * 1000))}
+    return publisher.send_retry(message.data, props, remaining_s)
+
+
 def publish_dead_letter(publisher: RequestPublisher, message: Received, reason: str, last_error: str,
                         undecodable: bool = False) -> str:
-    """Dead-letter, step one: the copy on the DLQ with why (the caller acks the original after this returns)."""
-    props = {**message.properties, **_origin(message), DLQ_REASON: reason, DLQ_LAST_ERROR: last_error[:2000]}
-    if undecodable:
-        props[DLQ_PAYLOAD_BASE64] = base64.b64encode(message.data).decode()
-    return publisher.send_dlq(message.data, props)
+    """Dead-letter, step one: the copy on the DLQ with why (the caller acks the original after this returns).
+
+    The copy always fits: a body over :data:`MAX_DLQ_BODY` is truncated and
+    flagged with the original size and SHA-256, and the undecodable bytes go to
+    ``payloadBase64`` only when small (the body holds them anyway)."""
+    data = message.data
+    props = {**_carried(message), **_origin(message), DLQ_REASON: reason[:200], DLQ_LAST_ERROR: last_error[:2000]}
+    if undecodable and len(data) <= MAX_BASE64_SOURCE:
+        props[DLQ_PAYLOAD_BASE64] = base64.b64encode(data).decode()
+    if len(data) > MAX_DLQ_BODY:
+        props[DLQ_PAYLOAD_TRUNCATED] = "true"
+        props[DLQ_PAYLOAD_SIZE] = str(len(data))
+        props[DLQ_PAYLOAD_SHA256] = hashlib.sha256(data).hexdigest()
+        data = data[:MAX_DLQ_BODY]
+    return publisher.send_dlq(data, props)

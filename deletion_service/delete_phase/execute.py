@@ -16,11 +16,12 @@ from collections.abc import Callable, Sequence
 from tenacity import Retrying
 
 from deletion_service.delete_phase.decision import Action, Verdict
-from deletion_service.delete_phase.facts import Facts
+from deletion_service.delete_phase.facts import DeleteResult, DeleteStatus, Facts
 from deletion_service.delete_phase.gather import TRANSIENT, in_process_retry
 from metastore.interface import DeleteOutcome as ZnodeOutcome
 from metastore.interface import MetadataStore
-from offloaders.interface import OffloadError, OffloadTargetError, OffloadTransientError
+from offloaders.interface import DeleteOutcome as OffloadOutcome
+from offloaders.interface import OffloadError, OffloadTransientError
 from offloaders.registry import OffloaderSettings, offloader_for
 
 
@@ -64,26 +65,25 @@ class Executor:
         self.retry = retry
         self.dry_run = dry_run
 
-    def run(self, actions: Sequence[Action], facts: Sequence[Facts]) -> list[str | None]:
-        """For each action, ``None`` if it deletes nothing, else the delete's result string
-        (``deleted``, ``absent``, ``bad_version``, ``transient:…``, ``failed:…``, ``dry-run``)."""
-        results: list[str | None] = [None] * len(actions)
-        bk = [i for i, a in enumerate(actions) if a.verdict == Verdict.DELETE_BOOKKEEPER]
+    def run(self, actions: Sequence[Action], facts: Sequence[Facts]) -> list[DeleteResult | None]:
+        """For each action, ``None`` if it deletes nothing, else what its delete reported."""
+        results: list[DeleteResult | None] = [None] * len(actions)
+        deletes = [i for i, a in enumerate(actions) if a.verdict in DELETES]
         if self.dry_run:
-            for i, a in enumerate(actions):
-                if a.verdict in (Verdict.DELETE_BOOKKEEPER, Verdict.DELETE_OFFLOAD):
-                    results[i] = "dry-run"
+            for i in deletes:
+                results[i] = DeleteResult(DeleteStatus.DRY_RUN)
             return results
+        bk = [i for i in deletes if actions[i].verdict == Verdict.DELETE_BOOKKEEPER]
         if bk:
             for i, result in zip(bk, self._delete_bookkeeper([facts[i] for i in bk], [actions[i] for i in bk]),
                                  strict=True):
                 results[i] = result
-        for i, a in enumerate(actions):
-            if a.verdict == Verdict.DELETE_OFFLOAD:
+        for i in deletes:
+            if actions[i].verdict == Verdict.DELETE_OFFLOAD:
                 results[i] = self._delete_offload(facts[i])
         return results
 
-    def _delete_bookkeeper(self, facts: Sequence[Facts], actions: Sequence[Action]) -> list[str]:
+    def _delete_bookkeeper(self, facts: Sequence[Facts], actions: Sequence[Action]) -> list[DeleteResult]:
         targets = []
         for f, a in zip(facts, actions, strict=True):
             assert f.bookkeeper is not None and a.bookkeeper_version is not None
@@ -95,19 +95,18 @@ class Executor:
         try:
             outcomes = self.retry()(self.bk_store.delete_many, unique)
         except TRANSIENT as e:
-            return [f"transient:{e}"] * len(targets)
-        mapped = {
-            ZnodeOutcome.DELETED: "deleted", ZnodeOutcome.ABSENT: "absent", ZnodeOutcome.BAD_VERSION: "bad_version",
-            ZnodeOutcome.NOT_EMPTY: "failed:ledger znode has children (not a ledger node?)",
-        }
+            return [DeleteResult(DeleteStatus.TRANSIENT, str(e))] * len(targets)
+        except Exception as e:  # noqa: BLE001 - a surprise stays a per-request failure, never a lost batch
+            return [DeleteResult(DeleteStatus.TRANSIENT, f"{type(e).__name__}: {e}")] * len(targets)
         results, seen = [], set()
         for path, _ in targets:
-            result = mapped[outcomes[path]]
-            results.append("absent" if path in seen and result == "deleted" else result)
+            result = _ZNODE_RESULTS[outcomes[path]]
+            results.append(DeleteResult(DeleteStatus.ABSENT) if path in seen and
+                           result.status == DeleteStatus.DELETED else result)
             seen.add(path)
         return results
 
-    def _delete_offload(self, facts: Facts) -> str:
+    def _delete_offload(self, facts: Facts) -> DeleteResult:
         off = facts.offload
         assert off is not None and off.target is not None
         self.limiter.acquire()
@@ -115,9 +114,20 @@ class Executor:
             offloader = offloader_for(off.target.driver_name, self.offload)
             outcomes = self.retry()(offloader.delete_all, off.target)
         except OffloadTransientError as e:
-            return f"transient:{e}"
-        except OffloadTargetError as e:
-            return f"failed:{e}"
-        except OffloadError as e:  # not allowed / mismatch discovered late: never delete, let an operator see
-            return f"failed:{e}"
-        return "deleted" if any(o == "deleted" for o in outcomes.values()) else "absent"
+            return DeleteResult(DeleteStatus.TRANSIENT, str(e))
+        except OffloadError as e:  # target error, or not allowed / mismatch discovered late: an operator looks
+            return DeleteResult(DeleteStatus.FAILED, str(e))
+        except Exception as e:  # noqa: BLE001 - a surprise from one target stays with its request
+            return DeleteResult(DeleteStatus.TRANSIENT, f"{type(e).__name__}: {e}")
+        deleted = any(o == OffloadOutcome.DELETED for o in outcomes.values())
+        return DeleteResult(DeleteStatus.DELETED if deleted else DeleteStatus.ABSENT)
+
+
+DELETES = frozenset({Verdict.DELETE_BOOKKEEPER, Verdict.DELETE_OFFLOAD})
+
+_ZNODE_RESULTS = {
+    ZnodeOutcome.DELETED: DeleteResult(DeleteStatus.DELETED),
+    ZnodeOutcome.ABSENT: DeleteResult(DeleteStatus.ABSENT),
+    ZnodeOutcome.BAD_VERSION: DeleteResult(DeleteStatus.BAD_VERSION),
+    ZnodeOutcome.NOT_EMPTY: DeleteResult(DeleteStatus.FAILED, "ledger znode has children (not a ledger node?)"),
+}

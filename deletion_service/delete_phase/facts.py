@@ -9,9 +9,10 @@ fact rather than raised, so the decision table sees every case.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from metastore.formats import LedgerMetadata
-from offloaders.interface import IndexCheck, OffloadTarget
+from offloaders.interface import OffloadTarget
 
 
 @dataclass(frozen=True)
@@ -41,10 +42,15 @@ class OffloadFact:
 
     target: OffloadTarget | None = None
     not_allowed: str | None = None  # refused by the allow-list or an unknown driver
-    index: IndexCheck | None = None
-    index_mismatch: str | None = None  # the index describes another ledger
+    index_mismatch: str | None = None  # the index describes another ledger (or another topic)
     target_error: str | None = None  # permanent problem with the target (missing bucket, access denied)
     present: bool = False  # any of its objects exists
+    #: what proves the objects belong to the request's ledger and topic (None: nothing does)
+    verified: str | None = None
+    #: why nothing proves it (index missing, or naming no managed ledger): never deleted
+    unverifiable: str | None = None
+    #: the managed ledger the index names: the identity the reference check must use
+    owner_managed_ledger: str | None = None
     oldest_object_ms: int | None = None  # for the age guard of orphan/manual requests
 
 
@@ -56,7 +62,26 @@ class Facts:
     attempts: int = 0  # RECONSUMETIMES: how many times it was already reconsumed
     references: tuple[str, ...] = ()  # why the ledger is still in use; empty: unreferenced
     unverifiable: str | None = None  # metadata needed to decide could not be read or decoded
+    invalid: str | None = None  # the request can never be acted on (found while gathering)
+    internal_error: str | None = None  # a bug or surprise while gathering this request (retried, then DLQ)
     transient: str | None = None  # a dependency failed while gathering (retry later)
     bookkeeper: BookKeeperFact | None = None
     offload: OffloadFact | None = None
     notes: tuple[str, ...] = field(default=())
+
+
+class DeleteStatus(StrEnum):
+    DELETED = "deleted"
+    ABSENT = "absent"  # already gone: success
+    BAD_VERSION = "bad_version"  # the ledger changed since it was verified: verify again later
+    TRANSIENT = "transient"  # storage did not answer usefully this time
+    FAILED = "failed"  # a permanent failure an operator must see
+    DRY_RUN = "dry_run"  # nothing was done on purpose
+
+
+@dataclass(frozen=True)
+class DeleteResult:
+    """What one delete reported (``execute.py``), for ``decision.settle_delete``."""
+
+    status: DeleteStatus
+    detail: str = ""

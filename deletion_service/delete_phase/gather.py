@@ -1,23 +1,37 @@
 """Gather the facts for a batch of requests: the only delete-phase module that reads storage.
 
 Reads are batched across the whole batch — one pipelined read of every
-managed-ledger and schema node, one of every cursor node, one of every
-BookKeeper znode — because the daemon's cost is round trips to ZooKeeper, not
-bytes.  Failures become facts (``transient``, ``unverifiable``) so the
-decision table, not an exception handler, says what happens next.
+BookKeeper znode, one of every managed-ledger and schema node, one of every
+cursor node — because the daemon's cost is round trips to ZooKeeper, not
+bytes.  Failures become facts (``transient``, ``unverifiable``,
+``internal_error``) so the decision table, not an exception handler, says what
+happens next; and a failure stays with the request it belongs to: when a
+batched read fails for a reason other than a dependency being down, the batch
+is read again node by node, so one poisonous name costs one request, not its
+batch-mates.
+
+Whose ledger is it?  A request is a claim.  The reference check ("is it still
+in use?") reads the owner BookKeeper's own metadata proves — the managed
+ledger named by ``pulsar/managed-ledger``, the schema named by
+``pulsar/schemaId`` — as well as the one the request names.  So a request that
+names an unrelated topic can never make a live ledger look unreferenced.  For
+an offloaded copy, the index object proves the owner, and verification
+requires it to be the request's own managed ledger.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from deletion_service.delete_phase.facts import BookKeeperFact, Facts, OffloadFact
 from deletion_service.delete_phase.references import topic_references
+from deletion_service.delete_phase.verify import ML_KEY, SCHEMA_KEY
 from deletion_service.model import LedgerType, PendingDeleteLedgerInfo
 from metastore.formats import (
     FormatError,
@@ -30,8 +44,8 @@ from metastore.formats import (
     managed_ledger_name,
     managed_ledger_path,
     read_layout,
-    schema_id,
     schema_path,
+    topic_from_managed_ledger_name,
 )
 from metastore.interface import MetadataStore, MetadataStoreUnavailable, Node
 from offloaders.interface import (
@@ -59,9 +73,19 @@ def in_process_retry(attempts: int = 3, max_wait_s: float = 2.0) -> Retrying:
 
 
 @dataclass
-class _TopicState:
+class _Owner:
+    """What one managed-ledger or schema node references, or why we cannot tell."""
+
     references: dict[int, list[str]]
     unverifiable: str | None = None
+
+
+@dataclass(frozen=True)
+class _Claims:
+    """The metadata nodes whose references decide one request: claimed and proven."""
+
+    managed_ledgers: frozenset[str]  # managed-ledger node paths
+    schemas: frozenset[str]  # schema node paths
 
 
 class FactGatherer:
@@ -84,55 +108,31 @@ class FactGatherer:
 
     def gather(self, requests: Sequence[PendingDeleteLedgerInfo], attempts: Sequence[int]) -> list[Facts]:
         now_ms = int(self.clock() * 1000)
-        try:
-            topics = self.retry()(self._read_topics, {r.topic_name for r in requests})
-        except TRANSIENT as e:
-            return [Facts(now_ms, a, transient=str(e)) for a in attempts]
-        needs_bk = [r for r in requests if r.ledger_type == LedgerType.LEDGER]
-        bk_facts: dict[int, BookKeeperFact] = {}
-        bk_problem: tuple[str, str] | None = None  # (kind, detail)
-        if needs_bk:
-            try:
-                bk_facts = self.retry()(self._read_bookkeeper, {r.ledger_id for r in needs_bk})
-            except TRANSIENT as e:
-                bk_problem = ("transient", str(e))
-            except FormatError as e:
-                bk_problem = ("unverifiable", f"BookKeeper ledger layout: {e}")
-        out = []
-        for request, tries in zip(requests, attempts, strict=True):
-            state = topics[request.topic_name]
-            refs = tuple(state.references.get(request.ledger_id, ()))
-            facts = Facts(now_ms, tries, references=refs, unverifiable=state.unverifiable)
-            if request.ledger_type == LedgerType.LEDGER:
-                if bk_problem is not None:
-                    kind, detail = bk_problem
-                    facts = _with(facts, **{kind: detail})
-                else:
-                    facts = _with(facts, bookkeeper=bk_facts[request.ledger_id])
-            elif not refs and state.unverifiable is None:
-                try:
-                    facts = _with(facts, offload=self.retry()(self._offload_fact, request))
-                except TRANSIENT as e:
-                    facts = _with(facts, transient=str(e))
-            out.append(facts)
+        out = [Facts(now_ms, a) for a in attempts]
+        ledger_reqs = [i for i, r in enumerate(requests) if r.ledger_type == LedgerType.LEDGER]
+        offload_reqs = [i for i, r in enumerate(requests) if r.ledger_type == LedgerType.OFFLOAD_LEDGER]
+
+        # 1. BookKeeper's metadata first: it proves whose ledger each one is.
+        if ledger_reqs:
+            self._gather_bookkeeper(requests, ledger_reqs, out)
+        # 2. The offloaded copies' indexes, each request on its own (one bad target stays its own).
+        for i in offload_reqs:
+            out[i] = self._gather_offload(requests[i], out[i])
+        # 3. The references of every owner, claimed or proven, in one batched read.
+        claims = [self._claims(r, f) for r, f in zip(requests, out, strict=True)]
+        owners, problem = self._read_owners(claims)
+        for i, (request, claim) in enumerate(zip(requests, claims, strict=True)):
+            if problem is not None:
+                out[i] = replace(out[i], transient=problem)
+                continue
+            refs: list[str] = []
+            unverifiable = out[i].unverifiable
+            for path in sorted(claim.managed_ledgers | claim.schemas):
+                owner = owners[path]
+                unverifiable = unverifiable or owner.unverifiable
+                refs += owner.references.get(request.ledger_id, [])
+            out[i] = replace(out[i], references=tuple(dict.fromkeys(refs)), unverifiable=unverifiable)
         return out
-
-    # ---- the managed ledger, its cursors and its schema
-
-    def _read_topics(self, topics: set[str]) -> dict[str, _TopicState]:
-        ml_paths = {t: managed_ledger_path(t) for t in topics}
-        schema_paths = {t: schema_path(t) for t in topics}
-        nodes = self.store.get_many([*ml_paths.values(), *schema_paths.values()])
-        cursor_paths: dict[str, dict[str, str]] = {}
-        for topic, path in ml_paths.items():
-            if nodes[path] is not None:
-                cursor_paths[topic] = {name: f"{path}/{name}" for name in self.store.children(path)}
-        cursor_nodes = self.store.get_many([p for names in cursor_paths.values() for p in names.values()])
-        return {
-            t: _topic_state(t, nodes[ml_paths[t]], nodes[schema_paths[t]],
-                            {name: cursor_nodes[p] for name, p in cursor_paths.get(t, {}).items()})
-            for t in topics
-        }
 
     # ---- BookKeeper
 
@@ -141,13 +141,39 @@ class FactGatherer:
             self._layout = read_layout(self.bk_store, self.ledgers_root)
         return self._layout
 
-    def _read_bookkeeper(self, ledger_ids: set[int]) -> dict[int, BookKeeperFact]:
-        layout = self.layout()
-        paths = {lid: ledger_path(self.ledgers_root, lid, layout) for lid in ledger_ids}
-        nodes = self.bk_store.get_many(paths.values())
-        return {lid: _bookkeeper_fact(path, nodes[path]) for lid, path in paths.items()}
+    def _gather_bookkeeper(self, requests: Sequence[PendingDeleteLedgerInfo], idx: list[int],
+                           out: list[Facts]) -> None:
+        try:
+            layout = self.retry()(self.layout)
+            paths = {requests[i].ledger_id: ledger_path(self.ledgers_root, requests[i].ledger_id, layout)
+                     for i in idx}
+        except TRANSIENT as e:
+            for i in idx:
+                out[i] = replace(out[i], transient=str(e))
+            return
+        except FormatError as e:
+            for i in idx:
+                out[i] = replace(out[i], unverifiable=f"BookKeeper ledger layout: {e}")
+            return
+        nodes, failed = self._get_nodes(self.bk_store, paths.values())
+        for i in idx:
+            path = paths[requests[i].ledger_id]
+            if path in failed:
+                kind, detail = failed[path]
+                out[i] = replace(out[i], **{kind: f"reading {path}: {detail}"})
+            else:
+                out[i] = replace(out[i], bookkeeper=_bookkeeper_fact(path, nodes[path]))
 
     # ---- tiered storage
+
+    def _gather_offload(self, request: PendingDeleteLedgerInfo, facts: Facts) -> Facts:
+        try:
+            return replace(facts, offload=self.retry()(self._offload_fact, request))
+        except TRANSIENT as e:
+            return replace(facts, transient=str(e))
+        except Exception as e:  # noqa: BLE001 - a bug or a surprise from one target stays with its request
+            _log.exception("unexpected error verifying the offloaded copy of %s", request.describe())
+            return replace(facts, internal_error=f"verifying the offloaded copy: {type(e).__name__}: {e}")
 
     def _offload_fact(self, request: PendingDeleteLedgerInfo) -> OffloadFact:
         ctx = request.offload_context
@@ -173,21 +199,119 @@ class FactGatherer:
             return OffloadFact(target=target, not_allowed=str(e))
         except OffloadTargetError as e:
             return OffloadFact(target=target, target_error=str(e))
-        if index.outcome == Verification.UNVERIFIABLE:
-            _log.info("deleting %s without index verification: %s", target.uuid, index.detail)
         stamps = [h.last_modified_ms for h in present if h.last_modified_ms is not None]
-        return OffloadFact(target=target, index=index, present=True, oldest_object_ms=min(stamps) if stamps else None)
+        oldest = min(stamps) if stamps else None
+        if index.outcome != Verification.VERIFIED:
+            return OffloadFact(target=target, present=True, unverifiable=index.detail, oldest_object_ms=oldest)
+        if index.owner != ml_name:  # verification compares with ml_name; this is the invariant, checked
+            return OffloadFact(target=target, present=True, oldest_object_ms=oldest,
+                               index_mismatch=f"objects belong to {index.owner!r}, not {ml_name!r}")
+        return OffloadFact(target=target, present=True, verified=index.detail, owner_managed_ledger=index.owner,
+                           oldest_object_ms=oldest)
+
+    # ---- the owners: managed ledgers (with their cursors) and schemas
+
+    def _claims(self, request: PendingDeleteLedgerInfo, facts: Facts) -> _Claims:
+        """The request's own topic, plus whatever BookKeeper's metadata says owns the ledger."""
+        mls = {managed_ledger_path(request.topic_name)}
+        schemas = {schema_path(request.topic_name)}
+        bk = facts.bookkeeper
+        if bk is not None and bk.metadata is not None:
+            proven_ml = bk.metadata.custom_text(ML_KEY)
+            if proven_ml:
+                # not a managed-ledger name: nothing to read, and the mismatch row refuses the request
+                with contextlib.suppress(ValueError):
+                    mls.add(managed_ledger_path(topic_from_managed_ledger_name(proven_ml)))
+            proven_schema = bk.metadata.custom_text(SCHEMA_KEY)
+            if proven_schema:
+                try:
+                    tenant, namespace, encoded = proven_schema.split("/")
+                    schemas.add(schema_path(topic_from_managed_ledger_name(
+                        f"{tenant}/{namespace}/persistent/{encoded}")))
+                except ValueError:
+                    pass  # not a schema id: the mismatch row refuses the request
+        return _Claims(frozenset(mls), frozenset(schemas))
+
+    def _read_owners(self, claims: Sequence[_Claims]) -> tuple[dict[str, _Owner], str | None]:
+        """Every claimed node's references; or, when the metadata store is down, why."""
+        ml_paths = sorted({p for c in claims for p in c.managed_ledgers})
+        schema_paths = sorted({p for c in claims for p in c.schemas})
+        nodes, failed = self._get_nodes(self.store, [*ml_paths, *schema_paths])
+        cursor_paths: dict[str, list[str]] = {}
+        for path in ml_paths:
+            if path not in failed and nodes[path] is not None:
+                try:
+                    names = self.retry()(self.store.children, path)
+                except TRANSIENT as e:
+                    return {}, str(e)
+                except Exception as e:  # noqa: BLE001 - stays with the requests of this node
+                    failed[path] = ("unverifiable", f"listing cursors: {type(e).__name__}: {e}")
+                    continue
+                cursor_paths[path] = [f"{path}/{name}" for name in names]
+        cursor_nodes, cursor_failed = self._get_nodes(self.store, [p for ps in cursor_paths.values() for p in ps])
+        if any(kind == "transient" for kind, _ in (*failed.values(), *cursor_failed.values())):
+            return {}, next(d for k, d in (*failed.values(), *cursor_failed.values()) if k == "transient")
+        owners: dict[str, _Owner] = {}
+        for path in ml_paths:
+            bad = failed.get(path) or next((cursor_failed[p] for p in cursor_paths.get(path, ())
+                                            if p in cursor_failed), None)
+            if bad is not None:
+                owners[path] = _Owner({}, unverifiable=f"metadata at {path}: {bad[1]}")
+                continue
+            cursors = {p.rsplit("/", 1)[1]: cursor_nodes[p] for p in cursor_paths.get(path, ())}
+            owners[path] = _managed_ledger_owner(path, nodes[path], cursors)
+        for path in schema_paths:
+            if path in failed:
+                owners[path] = _Owner({}, unverifiable=f"metadata at {path}: {failed[path][1]}")
+            else:
+                owners[path] = _schema_owner(path, nodes[path])
+        return owners, None
+
+    # ---- reading nodes, with errors kept per node
+
+    def _get_nodes(self, store: MetadataStore, paths: Iterable[str]
+                   ) -> tuple[dict[str, Node | None], dict[str, tuple[str, str]]]:
+        """Pipelined reads; on a non-transient failure, node by node, so it stays with its node.
+
+        Returns the nodes read and, per failed path, ``(kind, detail)`` where kind
+        is a :class:`Facts` field: ``transient`` or ``unverifiable``."""
+        paths = list(dict.fromkeys(paths))
+        if not paths:
+            return {}, {}
+        try:
+            return self.retry()(store.get_many, paths), {}
+        except TRANSIENT as e:
+            return {}, dict.fromkeys(paths, ("transient", str(e)))
+        except Exception:  # noqa: BLE001 - find the node that caused it
+            _log.warning("a batched metadata read failed; reading %d node(s) one by one", len(paths))
+        nodes: dict[str, Node | None] = {}
+        failed: dict[str, tuple[str, str]] = {}
+        for path in paths:
+            try:
+                nodes[path] = self.retry()(store.get, path)
+            except TRANSIENT as e:
+                failed[path] = ("transient", str(e))
+            except Exception as e:  # noqa: BLE001 - e.g. a path the store refuses: this node's requests only
+                failed[path] = ("unverifiable", f"{type(e).__name__}: {e}")
+        return nodes, failed
 
 
-def _topic_state(topic: str, ml: Node | None, schema: Node | None, cursors: dict[str, Node | None]) -> _TopicState:
+def _managed_ledger_owner(path: str, ml: Node | None, cursors: dict[str, Node | None]) -> _Owner:
     try:
         ml_info = decode_managed_ledger(ml.data) if ml is not None else None
         cursor_infos = {name: decode_cursor(n.data) for name, n in cursors.items() if n is not None}
-        locator = decode_schema_locator(schema.data) if schema is not None and schema.data else None
-    except FormatError as e:
+    except Exception as e:  # noqa: BLE001 - FormatError, or any decoder surprise on stored bytes
         # Without every reference we cannot prove a ledger unused: never guess.
-        return _TopicState({}, unverifiable=f"metadata of {topic} unreadable: {e}")
-    return _TopicState(topic_references(ml_info, cursor_infos, locator, schema_id(topic)))
+        return _Owner({}, unverifiable=f"metadata at {path} unreadable: {e}")
+    return _Owner(topic_references(ml_info, cursor_infos, None))
+
+
+def _schema_owner(path: str, node: Node | None) -> _Owner:
+    try:
+        locator = decode_schema_locator(node.data) if node is not None and node.data else None
+    except Exception as e:  # noqa: BLE001 - FormatError, or any decoder surprise on stored bytes
+        return _Owner({}, unverifiable=f"schema at {path} unreadable: {e}")
+    return _Owner(topic_references(None, {}, locator, path.removeprefix("/schemas/")))
 
 
 def _bookkeeper_fact(path: str, node: Node | None) -> BookKeeperFact:
@@ -197,8 +321,6 @@ def _bookkeeper_fact(path: str, node: Node | None) -> BookKeeperFact:
         meta = decode_ledger_metadata(node.data)
     except FormatError as e:
         return BookKeeperFact(path, unreadable=str(e), version=node.version)
+    except Exception as e:  # noqa: BLE001 - bytes anyone can write: any decoder surprise is "unreadable"
+        return BookKeeperFact(path, unreadable=f"{type(e).__name__}: {e}", version=node.version)
     return BookKeeperFact(path, meta, node.version, node.ctime_ms)
-
-
-def _with(facts: Facts, **changes: object) -> Facts:
-    return replace(facts, **changes)  # type: ignore[arg-type]

@@ -9,7 +9,7 @@ deleted and never retried: retrying cannot make it match.
 from __future__ import annotations
 
 from deletion_service.model import DeleteLedgerPayload, LedgerComponent
-from metastore.formats import LedgerMetadata, managed_ledger_name
+from metastore.formats import LedgerMetadata, managed_ledger_name, schema_id
 
 APPLICATION = "application"
 COMPONENT = "component"
@@ -27,8 +27,10 @@ def mismatch(request: DeleteLedgerPayload, metadata: LedgerMetadata) -> str | No
     if request.ledger_component == LedgerComponent.SCHEMA_STORAGE:
         if component != "schema":
             return f"request says schema ledger, BookKeeper says component={component!r}"
-        if meta.get(SCHEMA_KEY) != request.schema_id:
-            return f"schema id differs: request {request.schema_id!r}, BookKeeper {meta.get(SCHEMA_KEY)!r}"
+        # Both the request's schemaId and its topic's must be the one BookKeeper names.
+        for claimed in {request.schema_id, schema_id(request.topic_name)}:
+            if meta.get(SCHEMA_KEY) != claimed:
+                return f"schema id differs: request {claimed!r}, BookKeeper {meta.get(SCHEMA_KEY)!r}"
         return None
     if component != "managed-ledger":
         return f"request says {request.ledger_component.value}, BookKeeper says component={component!r}"

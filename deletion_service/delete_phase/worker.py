@@ -1,15 +1,21 @@
-"""The delete-phase consumer: receive a batch, gather facts, decide, delete, dispose.
+"""The delete-phase consumer: receive a batch, run the pipeline, dispose of each message.
 
 Two consumers on the ``ledger-deletion`` subscription — the request
 partitions and RETRY — so RETRY messages that are not yet due can be held
 (the embedded broker ignores delayed delivery) without starving new requests.
-Held messages are bounded; unacked ones return to the subscription when the
-worker stops, so stopping at any point loses nothing.
+Held messages are bounded and so are their delays (config, never the
+message's ``DELAY_TIME``); when the held set is full, a message due sooner
+takes the place of the one due last, which goes back to RETRY with the delay
+it has left, so a flood of far-future messages cannot keep a due one waiting.
+Unacked messages return to the subscription when the worker stops, so
+stopping at any point loses nothing.
 
 Every received message ends in exactly one of: ack (deleted, absent, still in
-use, mismatch), reconsume (RETRY, then ack), or DLQ (then ack).  If the broker
-refuses the ack or the publish, the message stays in ``_undisposed`` and is
-retried — it is never silently dropped.
+use, mismatch), reconsume (RETRY, then ack), or DLQ (then ack).  Each message
+is disposed of on its own: if the broker refuses its publish or ack, it waits
+in a bounded ``_undisposed`` list and is retried with backoff (the worker
+takes no new messages while that list is full); any other error while
+disposing turns it into a dead letter with the reason.  It is never dropped.
 """
 
 from __future__ import annotations
@@ -24,14 +30,16 @@ from dataclasses import dataclass
 
 from deletion_service.broker.interface import BrokerError, Consumer, Received
 from deletion_service.delete_phase import decision, dispose
-from deletion_service.delete_phase.decision import Action, Outcome, Policy, Verdict
-from deletion_service.delete_phase.execute import Executor
-from deletion_service.delete_phase.gather import FactGatherer
+from deletion_service.delete_phase.decision import Action, Kind, Outcome, Policy, Verdict
+from deletion_service.delete_phase.pipeline import DeletePipeline
 from deletion_service.metrics import DeletionMetrics
 from deletion_service.model import InvalidRequest, PendingDeleteLedgerInfo, decode
 from deletion_service.publisher import RequestPublisher
 
 _log = logging.getLogger(__name__)
+
+#: A message whose disposition has failed for this long makes the daemon "not ready".
+STUCK_AFTER_S = 60.0
 
 
 @dataclass
@@ -52,6 +60,9 @@ class _Pending:
     request: PendingDeleteLedgerInfo | None
     undecodable: bool = False
     published: bool = False  # its RETRY/DLQ copy is receipted: a failed ack must not publish it twice
+    failures: int = 0
+    next_try: float = 0.0  # monotonic
+    first_failure: float = 0.0  # monotonic
 
 
 class DeletePhaseWorker:
@@ -60,29 +71,32 @@ class DeletePhaseWorker:
         requests: Consumer,
         retries: Consumer,
         publisher: RequestPublisher,
-        gatherer: FactGatherer,
-        executor: Executor,
+        pipeline: DeletePipeline,
         policy: Policy,
         metrics: DeletionMetrics,
         batch_size: int = 100,
         max_held: int = 10_000,
+        max_undisposed: int = 1_000,
+        dispose_backoff_s: float = 0.5,
         clock: Callable[[], float] = time.time,
         on_settled: Callable[[Settled], None] | None = None,
     ) -> None:
         self.requests, self.retries = requests, retries
-        self.publisher, self.gatherer, self.executor = publisher, gatherer, executor
+        self.publisher, self.pipeline = publisher, pipeline
         self.policy, self.metrics = policy, metrics
-        self.batch_size, self.max_held = batch_size, max_held
+        self.batch_size, self.max_held, self.max_undisposed = batch_size, max_held, max_undisposed
+        self.dispose_backoff_s = dispose_backoff_s  # doubled per failure, up to 30 s
         self.clock = clock
         self.on_settled = on_settled
         self._held: list[tuple[int, int, Received]] = []  # (due ms, seq, message) from RETRY
         self._seq = itertools.count()
         self._undisposed: list[_Pending] = []
+        self._retry_paused_until = 0.0
         self.last_message_at = 0.0
         self.busy = False
         self._lock = threading.Lock()
 
-    # ---- state the daemon reads for --exit-when-idle
+    # ---- state the daemon reads (--exit-when-idle, /readyz)
 
     @property
     def held(self) -> int:
@@ -91,6 +105,17 @@ class DeletePhaseWorker:
     @property
     def idle(self) -> bool:
         return not self.busy and not self._held and not self._undisposed
+
+    def stuck(self) -> str | None:
+        """Why dispositions are failing, if one has kept failing for :data:`STUCK_AFTER_S`."""
+        if not self._undisposed:
+            return None
+        oldest = min(p.first_failure for p in self._undisposed)
+        waited = time.monotonic() - oldest
+        if waited < STUCK_AFTER_S:
+            return None
+        return (f"{len(self._undisposed)} message(s) cannot be published to RETRY/DLQ or acked; "
+                f"the oldest for {waited:.0f}s")
 
     # ---- the loop
 
@@ -102,6 +127,9 @@ class DeletePhaseWorker:
         """Receive and process one batch; returns how many messages were settled."""
         with self._lock:
             self._retry_undisposed()
+            if len(self._undisposed) >= self.max_undisposed:
+                time.sleep(min(wait_s, 0.2))  # full: take nothing new until the broker takes these
+                return 0
             batch = self._collect(wait_s)
             if not batch:
                 return 0
@@ -111,20 +139,29 @@ class DeletePhaseWorker:
             finally:
                 self.busy = False
 
+    def _now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
     def _collect(self, wait_s: float) -> list[tuple[Received, Consumer]]:
         """Due held messages first, then whatever both consumers have ready (1 ms polls, so a
         full batch costs no waiting); only an empty round waits, and only up to ``wait_s``."""
         batch: list[tuple[Received, Consumer]] = []
-        now_ms = int(self.clock() * 1000)
+        now_ms = self._now_ms()
         while self._held and self._held[0][0] <= now_ms and len(batch) < self.batch_size:
             batch.append((heapq.heappop(self._held)[2], self.retries))
         deadline = time.monotonic() + wait_s
+        retry_budget = self.batch_size  # RETRY messages taken this pass: bounded even when all are held
         while len(batch) < self.batch_size:
             got = False
             for consumer in (self.requests, self.retries):
-                if consumer is self.retries and len(self._held) >= self.max_held:
-                    continue  # bounded: take no more RETRY messages until held ones are due
-                while len(batch) < self.batch_size and (msg := self._receive(consumer, 0.001)) is not None:
+                while len(batch) < self.batch_size:
+                    if consumer is self.retries:
+                        if retry_budget <= 0 or time.monotonic() < self._retry_paused_until:
+                            break
+                        retry_budget -= 1
+                    msg = self._receive(consumer, 0.001)
+                    if msg is None:
+                        break
                     got = True
                     self._take(msg, consumer, batch)
             if got:
@@ -140,11 +177,33 @@ class DeletePhaseWorker:
     def _take(self, msg: Received, consumer: Consumer, batch: list[tuple[Received, Consumer]]) -> None:
         self.last_message_at = time.monotonic()
         self.metrics.received.inc()
-        due = dispose.due_at_ms(msg) if consumer is self.retries else 0
-        if due > int(self.clock() * 1000):
-            heapq.heappush(self._held, (due, next(self._seq), msg))
-        else:
+        now_ms = self._now_ms()
+        due = dispose.due_at_ms(msg, self.policy.max_delay_s, now_ms) if consumer is self.retries else 0
+        if due <= now_ms:
             batch.append((msg, consumer))
+            return
+        seq = next(self._seq)
+        heapq.heappush(self._held, (due, seq, msg))
+        if len(self._held) > self.max_held:
+            self._evict_latest(now_ms, seq)
+
+    def _evict_latest(self, now_ms: int, newest_seq: int) -> None:
+        """The held set is full: the message due last goes back to RETRY with the delay it has left.
+
+        If that was the message just taken, RETRY holds only later ones for now:
+        stop reading it for a second rather than cycle messages through the broker."""
+        latest = max(self._held)
+        due, seq, msg = latest
+        try:
+            dispose.publish_deferred(self.publisher, msg, (due - now_ms) / 1000)
+            self.retries.ack(msg)
+        except BrokerError as e:
+            _log.warning("held set full and RETRY refused a deferred message (%s); holding it", e)
+            return
+        self._held.remove(latest)
+        heapq.heapify(self._held)
+        if seq == newest_seq:
+            self._retry_paused_until = time.monotonic() + 1.0
 
     def _receive(self, consumer: Consumer, timeout_s: float) -> Received | None:
         try:
@@ -163,69 +222,81 @@ class DeletePhaseWorker:
             except InvalidRequest as e:
                 pending.append(_Pending(msg, consumer, decision.invalid(str(e)), None, undecodable=True))
                 continue
+            except Exception as e:  # noqa: BLE001 - decode promises InvalidRequest only; never trust it with a batch
+                pending.append(_Pending(msg, consumer, decision.invalid(f"{type(e).__name__}: {e}"), None,
+                                        undecodable=True))
+                continue
             p = _Pending(msg, consumer, Action(Verdict.RECONSUME, "undecided"), request)
             pending.append(p)
             valid.append((p, request))
         if valid:
-            try:
-                self._decide_and_delete(valid)
-            except Exception as e:  # noqa: BLE001 - a bug must not lose or block requests
-                _log.exception("unexpected error while processing a batch; reconsuming it")
-                for p, _ in valid:
-                    p.action = decision.retry_later(f"internal error: {type(e).__name__}: {e}",
-                                                    dispose.attempts(p.message), self.policy)
+            tries = [dispose.attempts(p.message) for p, _ in valid]
+            actions = self.pipeline.run([r for _, r in valid], tries, self.policy)
+            for (p, _), action in zip(valid, actions, strict=True):
+                p.action = action
         for p in pending:
             self._dispose(p)
         return len(pending)
 
-    def _decide_and_delete(self, valid: list[tuple[_Pending, PendingDeleteLedgerInfo]]) -> None:
-        requests = [r for _, r in valid]
-        tries = [dispose.attempts(p.message) for p, _ in valid]
-        facts = self.gatherer.gather(requests, tries)
-        actions = [decision.decide(r, f, self.policy) for r, f in zip(requests, facts, strict=True)]
-        results = self.executor.run(actions, facts)
-        for (p, request), action, result, attempt in zip(valid, actions, results, tries, strict=True):
-            if result == "dry-run":
-                p.action = Action(Verdict.RECONSUME, "dry-run: would delete", kind="dry-run")
-                continue
-            if result is not None:
-                self.metrics.count_delete(request.ledger_type.value, result)
-                action = decision.settle_delete(action, result, attempt, self.policy)
-            p.action = action
-
     def _dispose(self, p: _Pending) -> None:
-        action = p.action
-        if action.kind == "dry-run":
-            _log.info("dry-run: would delete %s", p.request.describe() if p.request else "?")
+        if p.action.verdict == Verdict.DRY_RUN:
+            _log.info("%s", p.action.reason if p.request is None else f"{p.request.describe()}: {p.action.reason}")
             return  # left unacked: the subscription redelivers it to a real run
         try:
-            if not p.published and action.verdict == Verdict.RECONSUME:
-                dispose.publish_retry(self.publisher, p.message, action.delay_s)
-                p.published = True
-            elif not p.published and action.verdict == Verdict.DLQ:
-                dispose.publish_dead_letter(self.publisher, p.message, action.kind or "failed", action.reason,
-                                            undecodable=p.undecodable)
-                p.published = True
-                if action.kind == "max-retries-reached":
-                    self.metrics.max_retry_reached.inc()
-            p.consumer.ack(p.message)
+            self._publish_and_ack(p)
         except BrokerError as e:
-            _log.warning("could not dispose of %s (%s): will retry", p.message.message_id, e)
-            self._undisposed.append(p)
+            self._defer(p, str(e))
             return
-        outcome = decision.outcome_of(action)
+        except Exception as e:  # noqa: BLE001 - e.g. a delay the client cannot represent: park it, with why
+            _log.exception("disposing of %s failed", p.message.message_id)
+            if p.published or p.action.verdict == Verdict.DLQ:
+                self._defer(p, f"{type(e).__name__}: {e}")
+                return
+            p.action = Action(Verdict.DLQ, f"could not reconsume ({type(e).__name__}: {e}); was: {p.action.reason}",
+                              kind=Kind.INTERNAL_ERROR)
+            self._dispose(p)
+            return
+        outcome = decision.outcome_of(p.action)
         self.metrics.acked.labels(outcome=outcome.value).inc()
         self._log_outcome(p, outcome)
         if self.on_settled is not None:
-            self.on_settled(Settled(p.message, p.request, action, outcome))
+            self.on_settled(Settled(p.message, p.request, p.action, outcome))
+
+    def _publish_and_ack(self, p: _Pending) -> None:
+        action = p.action
+        if not p.published and action.verdict == Verdict.RECONSUME:
+            dispose.publish_retry(self.publisher, p.message, action.delay_s)
+            p.published = True
+        elif not p.published and action.verdict == Verdict.DLQ:
+            dispose.publish_dead_letter(self.publisher, p.message, action.kind.value or "failed", action.reason,
+                                        undecodable=p.undecodable)
+            p.published = True
+            if action.kind == Kind.MAX_RETRIES:
+                self.metrics.max_retry_reached.inc()
+        p.consumer.ack(p.message)
+
+    def _defer(self, p: _Pending, why: str) -> None:
+        now = time.monotonic()
+        if p.failures == 0:
+            p.first_failure = now
+        p.failures += 1
+        p.next_try = now + min(30.0, self.dispose_backoff_s * 2 ** min(p.failures - 1, 6))
+        self.metrics.dispose_failures.inc()
+        _log.warning("could not dispose of %s (%s): will retry", p.message.message_id, why)
+        self._undisposed.append(p)
+        self.metrics.undisposed.set(len(self._undisposed))
 
     def _retry_undisposed(self) -> None:
-        waiting, self._undisposed = self._undisposed, []
-        for p in waiting:
+        now = time.monotonic()
+        due = [p for p in self._undisposed if p.next_try <= now]
+        if not due:
+            return
+        self._undisposed = [p for p in self._undisposed if p.next_try > now]
+        for p in due:
             self._dispose(p)
+        self.metrics.undisposed.set(len(self._undisposed))
 
     def _log_outcome(self, p: _Pending, outcome: Outcome) -> None:
         what = p.request.describe() if p.request else f"message {p.message.message_id}"
         level = logging.WARNING if outcome in (Outcome.METADATA_MISMATCH, Outcome.DLQ) else logging.INFO
         _log.log(level, "%s: %s (%s)", what, outcome.value, p.action.reason)
-

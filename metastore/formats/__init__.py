@@ -42,6 +42,7 @@ from .position import Position
 from .pulsar_paths import (
     TopicName,
     cursor_path,
+    is_utf8_text,
     managed_ledger_name,
     managed_ledger_path,
     namespace_ownership_prefix,
@@ -88,6 +89,7 @@ __all__ = [
     "parse_layout",
     "parse_topic",
     "read_layout",
+    "is_utf8_text",
     "schema_id",
     "schema_path",
     "topic_from_managed_ledger_name",

@@ -29,6 +29,17 @@ _SAFE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01234567
 # NamedEntity.checkName in Pulsar: tenant and namespace names.
 _ENTITY = re.compile(r"[-=:.\w]+", re.ASCII)
 _PARTITION = re.compile(r"(.*)-partition-([0-9]+)", re.DOTALL)
+_DOT_SEGMENTS = frozenset({".", ".."})
+
+
+def is_utf8_text(text: str) -> bool:
+    """False for strings with lone surrogates: JSON can carry them (``"\\ud800"``), UTF-8 cannot,
+    so such a name has no metadata path, no BookKeeper metadata value, and no object key."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def url_encode(text: str) -> str:
@@ -66,8 +77,14 @@ class TopicName:
         for label, value in (("tenant", self.tenant), ("namespace", self.namespace)):
             if not _ENTITY.fullmatch(value):
                 raise ValueError(f"invalid {label} {value!r} (allowed: letters, digits, - = : . _)")
+            if value in _DOT_SEGMENTS:  # a path segment '.'/'..' names another node, or none
+                raise ValueError(f"invalid {label} {value!r}")
         if not self.local_name:
             raise ValueError("empty topic local name")
+        if self.local_name in _DOT_SEGMENTS:
+            raise ValueError(f"invalid topic local name {self.local_name!r}")
+        if not is_utf8_text(self.local_name):  # a lone surrogate has no UTF-8 form, so no path
+            raise ValueError("topic local name is not valid Unicode text (lone surrogate)")
         if "/" in self.local_name:  # Pulsar would read t/ns/a/b as a V1 name
             raise ValueError(f"topic local name {self.local_name!r} contains '/'")
 

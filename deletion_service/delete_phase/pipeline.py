@@ -1,0 +1,85 @@
+"""The delete pipeline: gather → decide → delete → settle, the one spelling of it.
+
+The consumer (``worker.py``) and the admin API's synchronous delete
+(``service.py``) both call :meth:`DeletePipeline.run`; only what they do with
+the settled :class:`Action` differs (ack/reconsume/DLQ vs an HTTP status).  Two
+copies of this sequence drifted once (a dry run answered 502), so there is one.
+
+Every request is settled on its own: a gatherer that fails for the batch is
+asked again request by request, a decision that raises settles only its own
+request (as an internal error, retried, then dead-lettered), and the executor
+reports a result per request.  Nothing here can fail a batch because of one
+message.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from deletion_service.delete_phase import decision
+from deletion_service.delete_phase.decision import Action, Kind, Policy
+from deletion_service.delete_phase.execute import Executor
+from deletion_service.delete_phase.facts import DeleteResult, Facts
+from deletion_service.delete_phase.gather import FactGatherer
+from deletion_service.metrics import DeletionMetrics
+from deletion_service.model import PendingDeleteLedgerInfo
+
+_log = logging.getLogger(__name__)
+
+
+class DeletePipeline:
+    def __init__(self, gatherer: FactGatherer, executor: Executor, metrics: DeletionMetrics) -> None:
+        self.gatherer = gatherer
+        self.executor = executor
+        self.metrics = metrics
+
+    @property
+    def dry_run(self) -> bool:
+        return self.executor.dry_run
+
+    def run(self, requests: Sequence[PendingDeleteLedgerInfo], attempts: Sequence[int],
+            policy: Policy) -> list[Action]:
+        """The settled action of each request, in order."""
+        facts = self._gather(requests, attempts)
+        actions = [self._decide(r, f, policy) for r, f in zip(requests, facts, strict=True)]
+        try:
+            results: list[DeleteResult | None] = self.executor.run(actions, facts)
+        except Exception as e:  # noqa: BLE001 - the executor isolates per request; this is the last guard
+            _log.exception("unexpected error while deleting a batch")
+            return [a if a.verdict not in _DELETES else
+                    decision.retry_later(f"{type(e).__name__}: {e}", t, policy, kind=Kind.INTERNAL_ERROR)
+                    for a, t in zip(actions, attempts, strict=True)]
+        settled = []
+        for request, action, result, tries in zip(requests, actions, results, attempts, strict=True):
+            if result is not None:
+                self.metrics.count_delete(request.ledger_type.value, result.status)
+                action = decision.settle_delete(action, result, tries, policy)
+            settled.append(action)
+        return settled
+
+    def _gather(self, requests: Sequence[PendingDeleteLedgerInfo], attempts: Sequence[int]) -> list[Facts]:
+        try:
+            return self.gatherer.gather(requests, attempts)
+        except Exception:  # noqa: BLE001 - find the request that causes it; the others go on
+            _log.exception("gathering a batch of %d failed; gathering request by request", len(requests))
+        out = []
+        for request, tries in zip(requests, attempts, strict=True):
+            try:
+                [facts] = self.gatherer.gather([request], [tries])
+            except Exception as e:  # noqa: BLE001 - this request's own failure
+                facts = Facts(0, tries, internal_error=f"{type(e).__name__}: {e}")
+            out.append(facts)
+        return out
+
+    @staticmethod
+    def _decide(request: PendingDeleteLedgerInfo, facts: Facts, policy: Policy) -> Action:
+        try:
+            return decision.decide(request, facts, policy)
+        except Exception as e:  # noqa: BLE001 - a bug in one row must not take the batch with it
+            _log.exception("deciding %s failed", request.describe())
+            return decision.retry_later(f"{type(e).__name__}: {e}", facts.attempts, policy,
+                                        kind=Kind.INTERNAL_ERROR)
+
+
+_DELETES = frozenset({decision.Verdict.DELETE_BOOKKEEPER, decision.Verdict.DELETE_OFFLOAD})
