@@ -154,7 +154,9 @@ def test_a_bad_line_rejects_the_file_before_sending(
 
 def _phase_two(store: MetadataStore, common: list[str], broker_url: str, resend: list | None = None) -> Counter:
     base = Path(common[common.index("--config") + 1]).read_text().split('"')[1]
-    world = make_world(store, store, broker_url, ledgerDeletionTopic=base, twoPhaseDeletionLedgerDeletionParallelism=2)
+    # No in-use grace: these tests ask what phase two does once the grace is over.
+    world = make_world(store, store, broker_url, ledgerDeletionTopic=base, twoPhaseDeletionLedgerDeletionParallelism=2,
+                       twoPhaseDeletionInUseGraceSeconds=0)
     world.start()
     try:
         for r in resend or []:
