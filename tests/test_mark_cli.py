@@ -76,6 +76,7 @@ def test_trim_json_and_dry_run(setup, pulsar_broker: PulsarLiteBroker) -> None: 
         "removed": [],
         "metadataWrites": 0,
         "aborted": None,
+        "kept": [],
         "dryRun": True,
     }
     assert listed(store) == list(range(1, 9))

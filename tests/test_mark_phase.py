@@ -9,12 +9,14 @@ import pytest
 from deletion_service.broker.interface import BrokerError
 from deletion_service.cluster_writer import ClusterWriter
 from deletion_service.cursor.reset import reset_stored_cursor
+from deletion_service.mark_phase.pick import OffloadLocation
 from deletion_service.mark_phase.trim import TrimRefused, trim
 from deletion_service.model import PendingDeleteLedgerInfo
 from metastore import ABSENT, MetadataStore, open_store
 from metastore.formats import (
     LedgerInfo,
     OffloadContext,
+    OffloadSegment,
     Position,
     decode_cursor,
     decode_managed_ledger,
@@ -206,3 +208,88 @@ def test_written_back_with_its_compression_and_properties(store: CountingStore) 
     after = decode_managed_ledger(store.inner.get(managed_ledger_path(TOPIC)).data)  # type: ignore[union-attr]
     assert after.compression == CompressionType.ZSTD and after.properties == {"k": "v"}
     assert after.ledger_ids() == [4]
+
+
+# --- Every copy a ledger has gets a request, or the ledger stays listed (security review, finding 3) ---
+
+DRIVERLESS = {"uid_msb": 5, "uid_lsb": 6, "complete": True}
+
+
+@pytest.mark.parametrize(
+    "ctx,why",
+    [
+        # the finding: an older broker's offload (no driverMetadata), BookKeeper copy already deleted
+        (OffloadContext(**DRIVERLESS, bookkeeper_deleted=True), "names no driver"),
+        # its neighbours: the BookKeeper copy is still there (a LEDGER request alone would orphan the objects)
+        (OffloadContext(**DRIVERLESS, bookkeeper_deleted=False), "names no driver"),
+        (OffloadContext(**DRIVERLESS), "names no driver"),
+        # streaming-offload segments, no driver
+        (OffloadContext(complete=True, bookkeeper_deleted=True, segments=[OffloadSegment(7, 8)]), "names no driver"),
+        # offloaded (BookKeeper copy gone, or marked complete) but nothing names the objects
+        (OffloadContext(complete=True, bookkeeper_deleted=True), "names no offloaded objects"),
+        (OffloadContext(complete=True, driver_name="aws-s3", driver_metadata={"bucket": "b"}),
+         "names no offloaded objects"),
+        (OffloadContext(uid_msb=0, uid_lsb=0, bookkeeper_deleted=True, driver_name="aws-s3",
+                        driver_metadata={"bucket": "b"}), "names no offloaded objects"),
+        # a segment without a uuid cannot be named either
+        (OffloadContext(**DRIVERLESS, bookkeeper_deleted=True, driver_name="aws-s3", driver_metadata={"bucket": "b"},
+                        segments=[OffloadSegment(7, 8), OffloadSegment()]), "segment(s) 1 have no uuid"),
+    ],
+)
+def test_a_copy_no_request_can_name_keeps_its_ledger_listed(store: CountingStore, ctx: OffloadContext,
+                                                            why: str) -> None:
+    w = ClusterWriter(store.inner)
+    w.managed_ledger(TOPIC, [LedgerInfo(1, 1, 1, offload_context=ctx), LedgerInfo(2, 1, 1), LedgerInfo(3)])
+    w.cursor(TOPIC, "sub", Position(3, 0))
+    send = Sender()
+    result = trim(store, TOPIC, send, offline=True)
+    assert result.picked == [1, 2] and result.removed == [2]
+    assert [k.ledger_id for k in result.kept] == [1] and why in result.kept[0].why, result.kept
+    assert [(r.ledger_id, r.ledger_type.value) for r in send.sent] == [(2, "LEDGER")]  # nothing half-announced
+    assert listed(store.inner) == [1, 3]
+    assert result.to_json()["kept"] == [{"ledgerId": 1, "why": result.kept[0].why}]
+
+
+def test_a_driverless_offload_uses_the_cluster_offload_settings(store: CountingStore) -> None:
+    w = ClusterWriter(store.inner)
+    w.managed_ledger(TOPIC, [
+        LedgerInfo(1, 1, 1, offload_context=OffloadContext(**DRIVERLESS, bookkeeper_deleted=True)),
+        LedgerInfo(2, 1, 1, offload_context=OffloadContext(complete=True, bookkeeper_deleted=False,
+                                                           segments=[OffloadSegment(7, 8)])),
+        LedgerInfo(3),
+    ])
+    w.cursor(TOPIC, "sub", Position(3, 0))
+    send = Sender()
+    fallback = OffloadLocation.from_settings("aws-s3", "cold", "eu-west-1", "http://s3.local:9000")
+    result = trim(store, TOPIC, send, offline=True, offload_fallback=fallback)
+    assert result.removed == [1, 2] and result.kept == []
+    assert [(r.ledger_id, r.ledger_type.value) for r in send.sent] == [
+        (1, "OFFLOAD_LEDGER"), (2, "LEDGER"), (2, "OFFLOAD_LEDGER")]
+    for request in (send.sent[0], send.sent[2]):
+        off = request.offload_context
+        assert off is not None and (off.driver_name, off.driver_metadata) == (
+            "aws-s3", {"bucket": "cold", "region": "eu-west-1", "serviceEndpoint": "http://s3.local:9000"})
+    assert send.sent[0].offload_context.uid_msb == 5  # type: ignore[union-attr]
+    assert [(s.uid_msb, s.uid_lsb) for s in send.sent[2].offload_context.segments] == [(7, 8)]  # type: ignore[union-attr]
+    assert listed(store.inner) == [3]
+
+
+def test_a_fallback_that_cannot_locate_the_objects_keeps_the_ledger(store: CountingStore) -> None:
+    w = ClusterWriter(store.inner)
+    w.managed_ledger(TOPIC, [LedgerInfo(1, 1, 1, offload_context=OffloadContext(**DRIVERLESS, bookkeeper_deleted=True)),
+                             LedgerInfo(2)])
+    w.cursor(TOPIC, "sub", Position(2, 0))
+    send = Sender()
+    result = trim(store, TOPIC, send, offline=True, offload_fallback=OffloadLocation.from_settings("S3"))
+    assert result.removed == [] and "managedLedgerOffloadBucket" in result.kept[0].why
+    assert send.sent == [] and result.metadata_writes == 0 and listed(store.inner) == [1, 2]
+
+
+def test_the_dry_run_says_which_ledgers_would_stay(store: CountingStore) -> None:
+    w = ClusterWriter(store.inner)
+    w.managed_ledger(TOPIC, [LedgerInfo(1, 1, 1, offload_context=OffloadContext(**DRIVERLESS, bookkeeper_deleted=True)),
+                             LedgerInfo(2, 1, 1), LedgerInfo(3)])
+    w.cursor(TOPIC, "sub", Position(3, 0))
+    result = trim(store, TOPIC, Sender(), offline=True, dry_run=True)
+    assert result.picked == [1, 2] and [k.ledger_id for k in result.kept] == [1] and result.removed == []
+

@@ -14,6 +14,7 @@ from deletion_service.broker.interface import BrokerError
 from deletion_service.cli import context, runtime, stores, ui
 from deletion_service.errors import UsageError, UserError
 from deletion_service.mark_phase import enqueue as enqueue_mod
+from deletion_service.mark_phase.pick import OffloadLocation
 from deletion_service.mark_phase.trim import trim as run_trim
 from deletion_service.publisher import RequestPublisher
 from deletion_service.topics import DeletionTopics
@@ -69,9 +70,12 @@ def register(app: typer.Typer) -> None:
         cfg = runtime.config(opts)
         if not cfg.topic_two_phase_deletion_enabled:
             raise UserError("topicTwoPhaseDeletionEnabled is false: trim would not announce its deletions")
+        fallback = OffloadLocation.from_settings(
+            cfg.managed_ledger_offload_driver, cfg.managed_ledger_offload_bucket, cfg.managed_ledger_offload_region,
+            cfg.managed_ledger_offload_service_endpoint)
         with stores.open_for(opts, must_exist=True) as store:
             if dry_run:
-                result = run_trim(store, topic, lambda r: "", offline=offline, dry_run=True)
+                result = run_trim(store, topic, lambda r: "", offline=offline, dry_run=True, offload_fallback=fallback)
             else:
                 with runtime.broker(opts, cfg) as broker:
                     publisher = RequestPublisher(broker, DeletionTopics.from_config(cfg))
@@ -79,6 +83,7 @@ def register(app: typer.Typer) -> None:
                         with ui.progress(not opts.json) as bar:
                             task = bar.add_task("sending requests", total=None)
                             result = run_trim(store, topic, publisher.send_request, offline=offline,
+                                              offload_fallback=fallback,
                                               progress=lambda n, total: bar.update(task, completed=n, total=total))
                     finally:
                         publisher.close()
@@ -92,6 +97,8 @@ def register(app: typer.Typer) -> None:
             table.add_row("metadata writes", str(result.metadata_writes))
         if result.not_sent:
             table.add_row("not sent (kept)", ui.ids(result.not_sent))
+        for kept in result.kept:
+            table.add_row(f"[yellow]kept {kept.ledger_id}", kept.why)
         if result.note:
             table.add_row("note", result.note)
         if result.aborted:

@@ -5,15 +5,21 @@ slowest cursor's mark-delete position, and never the current (last) ledger,
 which a broker may still be writing.  A topic without cursors keeps
 everything: without a cursor nothing proves the data was consumed (retention
 rules live in the broker, not here).
+
+A picked ledger leaves the list only when every copy it has — BookKeeper, and
+offloaded objects — gets a request: the list is the last record of where an
+offloaded copy lives, so a copy we cannot name keeps its ledger listed
+(``Announcement.keep_because`` says why, for the operator).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from deletion_service.model import LedgerComponent, LedgerType, PendingDeleteLedgerInfo, Reason
 from metastore.formats import LedgerInfo, ManagedCursorInfo, ManagedLedgerInfo, OffloadContext, Position
+from offloaders.allow_list import FILESYSTEM_DRIVERS, normalize_driver
 
 
 @dataclass(frozen=True)
@@ -48,29 +54,107 @@ def _wholly_below(ledger: LedgerInfo, mark_delete: Position) -> bool:
             and mark_delete.entry_id >= ledger.entries - 1)
 
 
-def requests_for(topic: str, ledger: LedgerInfo, marked_at_ms: int) -> list[PendingDeleteLedgerInfo]:
-    """One request per (ledger, storage): an offloaded ledger still in BookKeeper yields both."""
+@dataclass(frozen=True)
+class OffloadLocation:
+    """Where offloaded objects live: a driver name and its metadata (``bucket``, ``region``,
+    ``serviceEndpoint``), as an OFFLOAD_LEDGER request carries them.
+
+    As ``offload_fallback``: the cluster's ``managedLedgerOffload*`` settings, for ledgers
+    offloaded by older brokers whose offload context has no driver metadata.  Pulsar itself
+    deletes those through the offloader the broker is configured with (``OffloadUtils``
+    falls back to the offloader's own driver metadata), so the cluster's settings are the
+    truth for them.  Built by the caller (the CLI) from its config; trim never reads config."""
+
+    driver: str
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_settings(cls, driver: str | None, bucket: str | None = None, region: str | None = None,
+                      service_endpoint: str | None = None) -> OffloadLocation | None:
+        """None when no driver is set: then a driverless offload keeps its ledger listed."""
+        if not driver or not driver.strip():
+            return None
+        keys = {"bucket": bucket, "region": region, "serviceEndpoint": service_endpoint}
+        return cls(driver.strip(), {k: v for k, v in keys.items() if v})
+
+    def under(self, own: Mapping[str, str]) -> OffloadLocation:
+        """This target with the keys a driverless context does carry on top: they are the more
+        specific record of where its objects went."""
+        return OffloadLocation(self.driver, {**self.metadata, **own})
+
+    @property
+    def locatable(self) -> bool:
+        """An S3-family target without a bucket would be refused by the delete phase, which
+        would leave the objects orphaned once the ledger left the list; the filesystem driver
+        needs no bucket (its root is the daemon's configured base directory)."""
+        return normalize_driver(self.driver) in FILESYSTEM_DRIVERS or bool(self.metadata.get("bucket"))
+
+
+@dataclass(frozen=True)
+class Announcement:
+    """What trim sends for one picked ledger: one request per copy it has, or — when a copy
+    cannot be named — no request and why the ledger must stay listed."""
+
+    requests: list[PendingDeleteLedgerInfo]
+    keep_because: str | None = None
+
+
+def requests_for(topic: str, ledger: LedgerInfo, marked_at_ms: int,
+                 offload_fallback: OffloadLocation | None = None) -> Announcement:
+    """One request per copy: BookKeeper unless the offload deleted it, offloaded objects when
+    the context names any.  A ledger leaves the list only when EVERY copy it has got a
+    request, so a copy we cannot name (no driver and no ``offload_fallback``, or an offload
+    that claims a copy without naming its objects) keeps the whole ledger listed: sending the
+    BookKeeper request alone and forgetting the ledger would orphan its offloaded objects."""
     base = {"topic_name": topic, "ledger_component": LedgerComponent.MANAGED_LEDGER, "ledger_id": ledger.ledger_id,
             "marked_at": marked_at_ms, "reason": Reason.TRIM}
     ctx = ledger.offload_context
-    out = []
-    if ctx is None or not ctx.bookkeeper_deleted:
-        out.append(PendingDeleteLedgerInfo(**base, ledger_type=LedgerType.LEDGER))
-    if ctx is not None and _has_offload_target(ctx):
-        out.append(PendingDeleteLedgerInfo(**base, ledger_type=LedgerType.OFFLOAD_LEDGER,
-                                           offload_context=_offload_ref(ctx)))
-    return out
+    bookkeeper = PendingDeleteLedgerInfo(**base, ledger_type=LedgerType.LEDGER)
+    if ctx is None:
+        return Announcement([bookkeeper])
+    out = [] if ctx.bookkeeper_deleted else [bookkeeper]
+    if not _names_offloaded_objects(ctx):
+        if ctx.bookkeeper_deleted or ctx.complete:
+            state = "its BookKeeper copy was deleted after offload" if ctx.bookkeeper_deleted else (
+                "its offload is marked complete")
+            return Announcement([], f"{state}, but its offload context names no offloaded objects (no uuid, no "
+                                    "segments): the offloaded copy cannot be deleted, so the ledger stays listed")
+        return Announcement(out)  # an offload context that never got going: BookKeeper is the only copy
+    nameless = [i for i, s in enumerate(ctx.segments) if not _is_uuid(s.uid_msb, s.uid_lsb)]
+    if nameless:
+        return Announcement([], f"offload segment(s) {', '.join(map(str, nameless))} have no uuid: their objects "
+                                "cannot be named, so the ledger stays listed")
+    if ctx.driver_name:
+        target = OffloadLocation(ctx.driver_name, dict(ctx.driver_metadata))
+    elif offload_fallback is None:
+        return Announcement([], "it was offloaded but its offload context names no driver (an older broker's "
+                                "offload) and managedLedgerOffloadDriver is not set; set it (with "
+                                "managedLedgerOffloadBucket/Region/ServiceEndpoint) to the cluster's offload "
+                                "settings, or the offloaded copy would be orphaned")
+    else:
+        target = offload_fallback.under(ctx.driver_metadata)
+        if not target.locatable:
+            return Announcement([], f"its offload context names no driver and the fallback "
+                                    f"managedLedgerOffloadDriver {target.driver!r} has no "
+                                    "managedLedgerOffloadBucket: the offloaded copy cannot be located")
+    out.append(PendingDeleteLedgerInfo(**base, ledger_type=LedgerType.OFFLOAD_LEDGER,
+                                       offload_context=_offload_ref(ctx, target)))
+    return Announcement(out)
 
 
-def _has_offload_target(ctx: OffloadContext) -> bool:
-    has_uuid = ctx.uid_msb is not None and ctx.uid_lsb is not None
-    return bool(ctx.driver_name) and (has_uuid or bool(ctx.segments))
+def _is_uuid(msb: int | None, lsb: int | None) -> bool:
+    """A random (version 4) UUID never has both halves zero; (0, 0) is protobuf's 'unset'."""
+    return bool(msb) or bool(lsb)
 
 
-def _offload_ref(ctx: OffloadContext) -> dict:
+def _names_offloaded_objects(ctx: OffloadContext) -> bool:
+    return _is_uuid(ctx.uid_msb, ctx.uid_lsb) or bool(ctx.segments)
+
+
+def _offload_ref(ctx: OffloadContext, target: OffloadLocation) -> dict:
     return {
-        "uidMsb": ctx.uid_msb or 0, "uidLsb": ctx.uid_lsb or 0, "driverName": ctx.driver_name,
-        "driverMetadata": dict(ctx.driver_metadata),
+        "uidMsb": ctx.uid_msb or 0, "uidLsb": ctx.uid_lsb or 0, "driverName": target.driver,
+        "driverMetadata": dict(target.metadata),
         "segments": [{"uidMsb": s.uid_msb or 0, "uidLsb": s.uid_lsb or 0} for s in ctx.segments],
     }
 

@@ -11,7 +11,9 @@ Order matters and is the whole point of PIP-186:
 A crash after 2 leaves requests for ledgers still listed: phase two acks them
 as still in use.  A cursor reset between 1 and 3 (its node version moved)
 fails the multi-op and nothing is forgotten: a rewound cursor can never point
-into a deleted ledger.  A failed send keeps its ledger listed.
+into a deleted ledger.  A failed send keeps its ledger listed, and so does a
+ledger with a copy no request can name (see ``pick.requests_for``).
+
 """
 
 from __future__ import annotations
@@ -44,6 +46,14 @@ _log = logging.getLogger(__name__)
 CRASH_ENV = "LEDGER_DELETION_TEST_CRASH_AT"
 
 
+@dataclass(frozen=True)
+class KeptLedger:
+    """A picked ledger trim left in the list because one of its copies could not be announced."""
+
+    ledger_id: int
+    why: str
+
+
 @dataclass
 class TrimResult:
     topic: str
@@ -52,11 +62,13 @@ class TrimResult:
     metadata_writes: int = 0
     aborted: str | None = None
     not_sent: list[int] = field(default_factory=list)  # send failed: kept in the list
+    kept: list[KeptLedger] = field(default_factory=list)  # picked, but a copy has no request: kept in the list
     note: str | None = None
 
     def to_json(self) -> dict:
         return {"topic": self.topic, "picked": self.picked, "removed": self.removed,
-                "metadataWrites": self.metadata_writes, "aborted": self.aborted}
+                "metadataWrites": self.metadata_writes, "aborted": self.aborted,
+                "kept": [{"ledgerId": k.ledger_id, "why": k.why} for k in self.kept]}
 
 
 class TrimRefused(UserError):
@@ -71,7 +83,10 @@ def trim(
     dry_run: bool = False,
     clock: Callable[[], float] = time.time,
     progress: Callable[[int, int], None] | None = None,
+    offload_fallback: pick.OffloadLocation | None = None,
 ) -> TrimResult:
+    """``offload_fallback``: the cluster's offload settings, for offloaded ledgers whose context
+    names no driver; without it such ledgers stay listed (``TrimResult.kept`` says why)."""
     try:
         name = str(parse_topic(topic))
     except (FormatError, ValueError) as e:
@@ -103,22 +118,30 @@ def trim(
 
     picked = pick.pick(ml, cursors)
     result = TrimResult(name, [lg.ledger_id for lg in picked.ledgers], note=picked.why_none)
-    if dry_run or not picked.ledgers:
+    now_ms = int(clock() * 1000)
+    announced = []
+    for ledger in picked.ledgers:
+        announcement = pick.requests_for(name, ledger, now_ms, offload_fallback)
+        if announcement.keep_because is None:
+            announced.append((ledger.ledger_id, announcement.requests))
+            continue
+        _log.info("ledger %d of %s stays listed: %s", ledger.ledger_id, name, announcement.keep_because)
+        result.kept.append(KeptLedger(ledger.ledger_id, announcement.keep_because))
+    if dry_run or not announced:
         return result
 
-    now_ms = int(clock() * 1000)
     receipted: set[int] = set()
-    for i, ledger in enumerate(picked.ledgers):
+    for i, (ledger_id, requests) in enumerate(announced):
         try:
-            for request in pick.requests_for(name, ledger, now_ms):
+            for request in requests:
                 send(request)
         except BrokerError as e:
-            _log.warning("request for ledger %d of %s not sent (%s): it stays listed", ledger.ledger_id, name, e)
-            result.not_sent.append(ledger.ledger_id)
+            _log.warning("request for ledger %d of %s not sent (%s): it stays listed", ledger_id, name, e)
+            result.not_sent.append(ledger_id)
         else:
-            receipted.add(ledger.ledger_id)
+            receipted.add(ledger_id)
         if progress is not None:
-            progress(i + 1, len(picked.ledgers))
+            progress(i + 1, len(announced))
     _crash_point("after-send")
     if not receipted:
         return result
