@@ -293,3 +293,46 @@ def test_the_dry_run_says_which_ledgers_would_stay(store: CountingStore) -> None
     result = trim(store, TOPIC, Sender(), offline=True, dry_run=True)
     assert result.picked == [1, 2] and [k.ledger_id for k in result.kept] == [1] and result.removed == []
 
+
+# --- A cursor created while trim sends (security review, finding 9) ---
+
+
+def test_a_cursor_created_during_the_sends_aborts_the_write(store: CountingStore) -> None:
+    """The race made deterministic: a subscription appears at Earliest between trim's read and
+    its write.  Its node is not among those the multi-op checks; the re-list catches it."""
+    w = ClusterWriter(store.inner)
+    w.managed_ledger(TOPIC, [LedgerInfo(i, entries=5) for i in range(1, 6)])
+    w.cursor(TOPIC, "sub", Position(5, 0))
+    created = []
+
+    def send_and_subscribe(request: PendingDeleteLedgerInfo) -> str:
+        if not created:
+            w.cursor(TOPIC, "late", Position(1, -1))  # straight into ZooKeeper, not through the counting store
+            created.append(request.ledger_id)
+        return "id"
+
+    writes_before = len(store.writes)
+    result = trim(store, TOPIC, send_and_subscribe, offline=True)
+    assert created == [1]
+    assert result.aborted is not None and "new: late" in result.aborted, result.aborted
+    assert result.removed == [] and result.metadata_writes == 0 and store.writes[writes_before:] == []
+    assert listed(store.inner) == [1, 2, 3, 4, 5]
+
+
+def test_a_cursor_deleted_during_the_sends_aborts_the_write(store: CountingStore) -> None:
+    w = ClusterWriter(store.inner)
+    w.managed_ledger(TOPIC, [LedgerInfo(i, entries=5) for i in range(1, 6)])
+    w.cursor(TOPIC, "a", Position(5, 0))
+    w.cursor(TOPIC, "b", Position(5, 0))
+    gone = []
+
+    def send_and_unsubscribe(request: PendingDeleteLedgerInfo) -> str:
+        if not gone:
+            path = f"{managed_ledger_path(TOPIC)}/b"
+            store.inner.delete(path, store.inner.get(path).version)  # type: ignore[union-attr]
+            gone.append(path)
+        return "id"
+
+    result = trim(store, TOPIC, send_and_unsubscribe, offline=True)
+    assert result.aborted is not None and "gone: b" in result.aborted
+    assert result.removed == [] and listed(store.inner) == [1, 2, 3, 4, 5]
