@@ -92,6 +92,7 @@ class DeletePhaseWorker:
         self._seq = itertools.count()
         self._undisposed: list[_Pending] = []
         self._retry_paused_until = 0.0
+        self._deferred_in_pass = 0
         self.last_message_at = 0.0
         self.busy = False
         self._lock = threading.Lock()
@@ -127,10 +128,12 @@ class DeletePhaseWorker:
         """Receive and process one batch; returns how many messages were settled."""
         with self._lock:
             self._retry_undisposed()
-            if len(self._undisposed) >= self.max_undisposed:
+            # Every message taken may end up waiting here: take no more than there is room for.
+            room = min(self.batch_size, self.max_undisposed - len(self._undisposed))
+            if room <= 0:
                 time.sleep(min(wait_s, 0.2))  # full: take nothing new until the broker takes these
                 return 0
-            batch = self._collect(wait_s)
+            batch = self._collect(wait_s, room)
             if not batch:
                 return 0
             self.busy = True
@@ -142,19 +145,20 @@ class DeletePhaseWorker:
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
 
-    def _collect(self, wait_s: float) -> list[tuple[Received, Consumer]]:
+    def _collect(self, wait_s: float, limit: int) -> list[tuple[Received, Consumer]]:
         """Due held messages first, then whatever both consumers have ready (1 ms polls, so a
         full batch costs no waiting); only an empty round waits, and only up to ``wait_s``."""
         batch: list[tuple[Received, Consumer]] = []
         now_ms = self._now_ms()
-        while self._held and self._held[0][0] <= now_ms and len(batch) < self.batch_size:
+        while self._held and self._held[0][0] <= now_ms and len(batch) < limit:
             batch.append((heapq.heappop(self._held)[2], self.retries))
         deadline = time.monotonic() + wait_s
         retry_budget = self.batch_size  # RETRY messages taken this pass: bounded even when all are held
-        while len(batch) < self.batch_size:
+        self._deferred_in_pass = 0
+        while len(batch) < limit:
             got = False
             for consumer in (self.requests, self.retries):
-                while len(batch) < self.batch_size:
+                while len(batch) < limit:
                     if consumer is self.retries:
                         if retry_budget <= 0 or time.monotonic() < self._retry_paused_until:
                             break
@@ -172,6 +176,10 @@ class DeletePhaseWorker:
             msg = self._receive(self.requests, min(0.05, remaining))  # idle: wait a little, not spin
             if msg is not None:
                 self._take(msg, self.requests, batch)
+        if self._deferred_in_pass >= max(1, self.batch_size // 2):
+            # RETRY holds only messages due later than everything held: read it again in a second
+            # rather than cycle its messages through the broker.
+            self._retry_paused_until = time.monotonic() + 1.0
         return batch
 
     def _take(self, msg: Received, consumer: Consumer, batch: list[tuple[Received, Consumer]]) -> None:
@@ -188,10 +196,7 @@ class DeletePhaseWorker:
             self._evict_latest(now_ms, seq)
 
     def _evict_latest(self, now_ms: int, newest_seq: int) -> None:
-        """The held set is full: the message due last goes back to RETRY with the delay it has left.
-
-        If that was the message just taken, RETRY holds only later ones for now:
-        stop reading it for a second rather than cycle messages through the broker."""
+        """The held set is full: the message due last goes back to RETRY with the delay it has left."""
         latest = max(self._held)
         due, seq, msg = latest
         try:
@@ -203,7 +208,7 @@ class DeletePhaseWorker:
         self._held.remove(latest)
         heapq.heapify(self._held)
         if seq == newest_seq:
-            self._retry_paused_until = time.monotonic() + 1.0
+            self._deferred_in_pass += 1
 
     def _receive(self, consumer: Consumer, timeout_s: float) -> Received | None:
         try:
