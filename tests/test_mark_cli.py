@@ -7,37 +7,54 @@ import signal
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pulsar
 import pytest
 
 from deletion_service.cluster_writer import ClusterWriter, pulsar_custom_metadata
+from deletion_service.embedded.broker import EmbeddedBroker
 from deletion_service.mark_phase.trim import CRASH_ENV
 from deletion_service.model import decode
 from metastore import ABSENT, MetadataStore, open_store
 from metastore.formats import Position, decode_managed_ledger, managed_ledger_path
 from tests.cli_runner import run_cli
 from tests.deletion_world import make_world
-from tests.harness import PulsarLiteBroker
 
 TOPIC = "persistent://t/ns/crash"
 
 
+@dataclass
+class Setup:
+    store: MetadataStore
+    common: list[str]  # the CLI's options: ZooKeeper, the data dir of the embedded broker, the config
+    broker_url: str
+
+
 @pytest.fixture
-def setup(zk_url: str, pulsar_broker: PulsarLiteBroker, tmp_path: Path) -> Iterator[tuple[MetadataStore, list[str]]]:
+def setup(zk_url: str, tmp_path: Path) -> Iterator[Setup]:
+    """Real ZooKeeper and the embedded broker of a data dir, started here and reused by every CLI
+    call (as a running daemon's would be).  Not ``--broker-url``: pulsar-lite keeps no
+    partitioned-topic metadata, so the cluster-mode partition check refuses it (as it should)."""
     base = f"persistent://pulsar/system/__ld-{uuid.uuid4().hex[:10]}"
     cfg = tmp_path / "ld.toml"
     cfg.write_text(f'ledgerDeletionTopic = "{base}"\ntwoPhaseDeletionLedgerDeletionParallelism = 2\n')
-    common = ["--metadata-store", zk_url, "--broker-url", pulsar_broker.service_url, "--config", str(cfg)]
-    with open_store(zk_url) as store:
-        w = ClusterWriter(store)
-        w.ensure_layout()
-        for lid in range(1, 9):
-            w.bk_ledger(lid, pulsar_custom_metadata(TOPIC))
-        w.managed_ledger(TOPIC, range(1, 9))
-        w.cursor(TOPIC, "sub", Position(6, 0))
-        yield store, common
+    data_dir = tmp_path / "data"
+    broker = EmbeddedBroker(data_dir)
+    info = broker.ensure()
+    try:
+        with open_store(zk_url) as store:
+            w = ClusterWriter(store)
+            w.ensure_layout()
+            for lid in range(1, 9):
+                w.bk_ledger(lid, pulsar_custom_metadata(TOPIC))
+            w.managed_ledger(TOPIC, range(1, 9))
+            w.cursor(TOPIC, "sub", Position(6, 0))
+            yield Setup(store, ["--metadata-store", zk_url, "--data-dir", str(data_dir), "--config", str(cfg)],
+                        info.serviceUrl)
+    finally:
+        broker.stop()
 
 
 def requests_on(common: list[str], broker_url: str) -> list:
@@ -66,8 +83,8 @@ def listed(store: MetadataStore) -> list[int]:
     return decode_managed_ledger(store.get(managed_ledger_path(TOPIC)).data).ledger_ids()  # type: ignore[union-attr]
 
 
-def test_trim_json_and_dry_run(setup, pulsar_broker: PulsarLiteBroker) -> None:  # noqa: ANN001
-    store, common = setup
+def test_trim_json_and_dry_run(setup: Setup) -> None:
+    store, common = setup.store, setup.common
     r = run_cli("trim", "--topic", TOPIC, "--dry-run", "--json", *common)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout) == {
@@ -85,21 +102,21 @@ def test_trim_json_and_dry_run(setup, pulsar_broker: PulsarLiteBroker) -> None: 
     out = json.loads(r.stdout)
     assert (out["removed"], out["metadataWrites"], out["aborted"]) == ([1, 2, 3, 4, 5], 1, None)
     assert listed(store) == [6, 7, 8]
-    assert sorted(q.ledger_id for q in requests_on(common, pulsar_broker.service_url)) == [1, 2, 3, 4, 5]
+    assert sorted(q.ledger_id for q in requests_on(common, setup.broker_url)) == [1, 2, 3, 4, 5]
     people = run_cli("trim", "--topic", TOPIC, *common)
     assert people.returncode == 0 and "no ledger lies wholly below" in people.stdout
 
 
-def test_trim_refuses_an_owned_topic(setup) -> None:  # noqa: ANN001
-    store, common = setup
+def test_trim_refuses_an_owned_topic(setup: Setup) -> None:
+    store, common = setup.store, setup.common
     store.put("/namespace/t/ns/0x00000000_0x40000000", b"{}", ABSENT)
     run_cli("trim", "--topic", TOPIC, *common).assert_one_line_error(1, "owned by a broker", "--offline")
     assert listed(store) == list(range(1, 9))
     assert run_cli("trim", "--topic", TOPIC, "--offline", *common).returncode == 0
 
 
-def test_enqueue_single_and_file(setup, pulsar_broker: PulsarLiteBroker, tmp_path: Path) -> None:  # noqa: ANN001
-    _, common = setup
+def test_enqueue_single_and_file(setup: Setup, tmp_path: Path) -> None:
+    common = setup.common
     r = run_cli("enqueue", "--topic", TOPIC, "--ledger-id", "42", "--json", *common)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["sent"] == 1 and len(json.loads(r.stdout)["messageIds"]) == 1
@@ -121,7 +138,7 @@ def test_enqueue_single_and_file(setup, pulsar_broker: PulsarLiteBroker, tmp_pat
     r = run_cli("enqueue", "--from-file", str(f), "--json", *common)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["sent"] == 30
-    got = requests_on(common, pulsar_broker.service_url)
+    got = requests_on(common, setup.broker_url)
     assert sorted(q.ledger_id for q in got) == [42, *range(100, 130)]
     assert Counter(q.reason.value for q in got) == {"manual": 1, "orphan": 30}
 
@@ -139,18 +156,17 @@ def test_enqueue_single_and_file(setup, pulsar_broker: PulsarLiteBroker, tmp_pat
     ],
 )
 def test_a_bad_line_rejects_the_file_before_sending(
-    setup,
-    pulsar_broker: PulsarLiteBroker,
-    tmp_path: Path,  # noqa: ANN001
+    setup: Setup,
+    tmp_path: Path,
     bad: str,
     fragment: str,
 ) -> None:
-    _, common = setup
+    common = setup.common
     good = json.dumps({"topicName": TOPIC, "ledgerComponent": "MANAGED_LEDGER", "ledgerType": "LEDGER", "ledgerId": 5})
     f = tmp_path / "requests.jsonl"
     f.write_text("\n".join([good] * 6 + [bad] + [good]) + "\n")
     run_cli("enqueue", "--from-file", str(f), *common).assert_one_line_error(1, f"{f}:7:", fragment, "nothing was sent")
-    assert requests_on(common, pulsar_broker.service_url) == []
+    assert requests_on(common, setup.broker_url) == []
 
 
 def _phase_two(store: MetadataStore, common: list[str], broker_url: str, resend: list | None = None) -> Counter:
@@ -169,23 +185,23 @@ def _phase_two(store: MetadataStore, common: list[str], broker_url: str, resend:
         world.service.broker.close()
 
 
-def test_crash_after_send_before_write_keeps_the_ledgers(setup, pulsar_broker: PulsarLiteBroker) -> None:  # noqa: ANN001
-    store, common = setup
+def test_crash_after_send_before_write_keeps_the_ledgers(setup: Setup) -> None:
+    store, common = setup.store, setup.common
     r = run_cli("trim", "--topic", TOPIC, *common, env={CRASH_ENV: "after-send"})
     assert r.returncode == -signal.SIGKILL
     assert listed(store) == list(range(1, 9))  # the write never happened
-    outcomes = _phase_two(store, common, pulsar_broker.service_url)
+    outcomes = _phase_two(store, common, setup.broker_url)
     assert outcomes == {"still_in_use": 5}
     assert all(store.get(f"/ledgers/00/0000/L000{lid}") is not None for lid in range(1, 9))
 
 
-def test_crash_after_write_deletes_exactly_once(setup, pulsar_broker: PulsarLiteBroker) -> None:  # noqa: ANN001
-    store, common = setup
+def test_crash_after_write_deletes_exactly_once(setup: Setup) -> None:
+    store, common = setup.store, setup.common
     r = run_cli("trim", "--topic", TOPIC, *common, env={CRASH_ENV: "after-write"})
     assert r.returncode == -signal.SIGKILL
     assert listed(store) == [6, 7, 8]
-    sent = requests_on(common, pulsar_broker.service_url)
+    sent = requests_on(common, setup.broker_url)
     # Phase two after the restart, with every request delivered twice.
-    outcomes = _phase_two(store, common, pulsar_broker.service_url, resend=sent)
+    outcomes = _phase_two(store, common, setup.broker_url, resend=sent)
     assert outcomes["deleted"] == 5 and outcomes["absent"] == 5 and sum(outcomes.values()) == 10, outcomes
     assert [lid for lid in range(1, 9) if store.get(f"/ledgers/00/0000/L000{lid}") is not None] == [6, 7, 8]

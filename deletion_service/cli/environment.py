@@ -5,6 +5,12 @@ BookKeeper znodes and the filesystem offloader under --data-dir, and a
 pulsar-lite broker the command owns.  Against a cluster: the stores and broker
 named by the options, and start-up checks that fail with the fix in hand
 (wrong partition count → the pulsar-admin command; unknown ledger layout).
+
+The partition count is checked where the broker is connected
+(:func:`connect_broker`), so every command that sends or consumes deletion
+requests — run, demo, enqueue, trim, dlq requeue, inflight — refuses the same
+way: a request sent to a partition the daemon does not read waits forever,
+and ``inflight`` would not count it either.
 """
 
 from __future__ import annotations
@@ -53,9 +59,11 @@ class Environment:
 
 
 def open_environment(opts: CliContext, config: DeletionConfig, own_broker: bool = False,
-                     check_cluster: bool = True) -> Environment:
+                     check_layout: bool = True, request_topics: bool = True) -> Environment:
     """``own_broker``: run/demo start a fresh embedded broker (replacing a stale one of a
-    killed daemon) and stop it when they end; other commands reuse a running one."""
+    killed daemon) and stop it when they end; other commands reuse a running one.
+    ``request_topics`` False: the command touches only the DLQ (dlq list, purge), so the
+    request topic's partition count does not concern it."""
     stack = ExitStack()
     try:
         if opts.embedded:
@@ -64,28 +72,27 @@ def open_environment(opts: CliContext, config: DeletionConfig, own_broker: bool 
         bk_store = store
         if opts.bookkeeper_metadata_store and opts.bookkeeper_metadata_store != opts.metadata_store:
             bk_store = stack.enter_context(stores.open_for(opts, bookkeeper=True))
-        broker, embedded = connect_broker(opts, config, own_broker, stack)
+        topics = DeletionTopics.from_config(config)
+        broker, embedded = connect_broker(opts, config, topics, own_broker, stack, request_topics)
         info = embedded.info if embedded is not None else None
         started = embedded is not None and embedded.owned
-        topics = DeletionTopics.from_config(config)
         backlog = _backlog_source(opts, config, info)
         offload = _offload_settings(opts, config)
         if opts.embedded:
             ClusterWriter(store, bk_store, config.bookkeeper_ledgers_root_path).ensure_layout()
-        if check_cluster:
+        if check_layout:
             _check_layout(bk_store, config)
-            if opts.broker_url:
-                _check_partitions(broker, topics)
         return Environment(config, store, bk_store, broker, backlog, offload, topics, info, started, embedded, stack)
     except BaseException:
         stack.close()
         raise
 
 
-def connect_broker(opts: CliContext, config: DeletionConfig, own_broker: bool,
-                   stack: ExitStack) -> tuple[BrokerClient, EmbeddedBroker | None]:
+def connect_broker(opts: CliContext, config: DeletionConfig, topics: DeletionTopics, own_broker: bool,
+                   stack: ExitStack, request_topics: bool = True) -> tuple[BrokerClient, EmbeddedBroker | None]:
     """The cluster's broker with --broker-url, else the data dir's embedded one (started
-    if none runs; ``own_broker`` replaces a running one).  Closed and stopped with ``stack``."""
+    if none runs; ``own_broker`` replaces a running one).  Closed and stopped with ``stack``.
+    Unless ``request_topics`` is False, refuses when ``topics`` has the wrong partition count."""
     from deletion_service.broker.pulsar_client import PulsarBrokerClient
 
     embedded = None
@@ -94,12 +101,16 @@ def connect_broker(opts: CliContext, config: DeletionConfig, own_broker: bool,
         url = opts.broker_url
     else:
         embedded = EmbeddedBroker(opts.data_dir)
+        if request_topics:  # before starting anything: a refusal leaves a running broker alone
+            check_partitions(topics, embedded)
         url = (embedded.replace() if own_broker else embedded.ensure()).serviceUrl
         known = embedded.subscription_known
         stack.callback(embedded.stop)
     broker = PulsarBrokerClient(url, config.broker_auth_token_file, config.broker_tls_trust_certs_file,
                                 subscription_known=known)
     stack.callback(broker.close)
+    if request_topics and embedded is None:
+        check_partitions(topics, broker)
     return broker, embedded
 
 
@@ -134,9 +145,24 @@ def _check_layout(bk_store: MetadataStore, config: DeletionConfig) -> None:
                         "bookkeeperLedgersRootPath)") from e
 
 
-def _check_partitions(broker: BrokerClient, topics: DeletionTopics) -> None:
+def check_partitions(topics: DeletionTopics, where: BrokerClient | EmbeddedBroker) -> None:
+    """The request topic must have exactly twoPhaseDeletionLedgerDeletionParallelism partitions.
+
+    A cluster's broker says how many it has (partitioned-topic metadata).  pulsar-lite keeps
+    none — partitions are plain topics named ``<base>-partition-N`` — so for the embedded
+    broker the count is the one its data dir was first used with
+    (``EmbeddedBroker.recorded_partitions``)."""
+    if isinstance(where, EmbeddedBroker):
+        found = where.recorded_partitions(topics.base, topics.partitions)
+        if found != topics.partitions:
+            raise UserError(
+                f"the data dir {where.data_dir} was first used with {found} partition(s) of {topics.base}, but "
+                f"twoPhaseDeletionLedgerDeletionParallelism is {topics.partitions}: requests on the other "
+                f"partitions would never be read; set twoPhaseDeletionLedgerDeletionParallelism to {found}, "
+                "or use a fresh --data-dir")
+        return
     try:
-        found = broker.partitions(topics.base)
+        found = where.partitions(topics.base)
     except BrokerError as e:
         raise UserError(f"cannot read the partitions of {topics.base}: {e}") from e
     if found > topics.partitions:

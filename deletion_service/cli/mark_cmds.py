@@ -16,8 +16,6 @@ from deletion_service.errors import UsageError, UserError
 from deletion_service.mark_phase import enqueue as enqueue_mod
 from deletion_service.mark_phase.pick import OffloadLocation
 from deletion_service.mark_phase.trim import trim as run_trim
-from deletion_service.publisher import RequestPublisher
-from deletion_service.topics import DeletionTopics
 
 
 def register(app: typer.Typer) -> None:
@@ -42,18 +40,13 @@ def register(app: typer.Typer) -> None:
                 raise UsageError("give --topic and --ledger-id (or --from-file)")
             requests = [enqueue_mod.single_request(topic, ledger_id, component, cursor, schema_id)]
         cfg = runtime.config(opts)
-        with runtime.broker(opts, cfg) as broker:
-            publisher = RequestPublisher(broker, DeletionTopics.from_config(cfg))
-            with ui.progress(len(requests) > 1 and not opts.json) as bar:
-                task = bar.add_task("sending", total=len(requests))
-                sent: list[str] = []
-                try:
-                    sent = enqueue_mod.send_all(requests, publisher.send_request,
-                                                lambda n: bar.update(task, completed=n))
-                except BrokerError as e:
-                    raise UserError(f"{e}; sent {len(sent)} of {len(requests)} before the failure") from e
-                finally:
-                    publisher.close()
+        with runtime.publisher(opts, cfg) as publisher, ui.progress(len(requests) > 1 and not opts.json) as bar:
+            task = bar.add_task("sending", total=len(requests))
+            sent: list[str] = []
+            try:
+                sent = enqueue_mod.send_all(requests, publisher.send_request, lambda n: bar.update(task, completed=n))
+            except BrokerError as e:
+                raise UserError(f"{e}; sent {len(sent)} of {len(requests)} before the failure") from e
         if opts.json:
             typer.echo(json.dumps({"sent": len(sent), "messageIds": sent}))
         else:
@@ -77,16 +70,10 @@ def register(app: typer.Typer) -> None:
             if dry_run:
                 result = run_trim(store, topic, lambda r: "", offline=offline, dry_run=True, offload_fallback=fallback)
             else:
-                with runtime.broker(opts, cfg) as broker:
-                    publisher = RequestPublisher(broker, DeletionTopics.from_config(cfg))
-                    try:
-                        with ui.progress(not opts.json) as bar:
-                            task = bar.add_task("sending requests", total=None)
-                            result = run_trim(store, topic, publisher.send_request, offline=offline,
-                                              offload_fallback=fallback,
-                                              progress=lambda n, total: bar.update(task, completed=n, total=total))
-                    finally:
-                        publisher.close()
+                with runtime.publisher(opts, cfg) as publisher, ui.progress(not opts.json) as bar:
+                    task = bar.add_task("sending requests", total=None)
+                    result = run_trim(store, topic, publisher.send_request, offline=offline, offload_fallback=fallback,
+                                      progress=lambda n, total: bar.update(task, completed=n, total=total))
         if opts.json:
             typer.echo(json.dumps({**result.to_json(), "dryRun": dry_run}))
             return

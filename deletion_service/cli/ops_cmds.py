@@ -28,7 +28,7 @@ def register(app: typer.Typer) -> None:
     def inflight(ctx: typer.Context) -> None:
         opts = context.get(ctx)
         cfg = runtime.config(opts)
-        with open_environment(opts, cfg, check_cluster=False) as env:
+        with open_environment(opts, cfg, check_layout=False) as env:
             if env.started_broker and isinstance(env.backlog, MetricsBacklog):
                 _warm_up(env)
             try:
@@ -53,7 +53,7 @@ def register(app: typer.Typer) -> None:
                  limit: Annotated[int | None, typer.Option(help="at most this many")] = None) -> None:
         opts = context.get(ctx)
         cfg = runtime.config(opts)
-        with open_environment(opts, cfg, check_cluster=False) as env:
+        with open_environment(opts, cfg, check_layout=False, request_topics=False) as env:
             entries = dlq_mod.list_dlq(env.broker, env.topics, limit)
         if opts.json:
             typer.echo(json.dumps([e.to_json() for e in entries], indent=2))
@@ -72,7 +72,7 @@ def register(app: typer.Typer) -> None:
     def dlq_requeue(ctx: typer.Context) -> None:
         opts = context.get(ctx)
         cfg = runtime.config(opts)
-        with open_environment(opts, cfg, check_cluster=False) as env:
+        with open_environment(opts, cfg, check_layout=False) as env:
             publisher = RequestPublisher(env.broker, env.topics)
             try:
                 with ui.progress(not opts.json) as bar:
@@ -94,7 +94,7 @@ def register(app: typer.Typer) -> None:
         if not yes and not typer.confirm("Drop every request in the DLQ? Their ledgers stay where they are"):
             raise typer.Abort()
         cfg = runtime.config(opts)
-        with open_environment(opts, cfg, check_cluster=False) as env:
+        with open_environment(opts, cfg, check_layout=False, request_topics=False) as env:
             dropped = dlq_mod.purge(env.broker, env.topics)
         if opts.json:
             typer.echo(json.dumps({"purged": len(dropped)}))

@@ -1,14 +1,16 @@
-"""What a command needs at run time: the effective config, the broker, the deletion service."""
+"""What a command needs at run time: the effective config, and a publisher to the deletion topics."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 
-from deletion_service.broker.interface import BrokerClient
 from deletion_service.cli.context import CliContext
+from deletion_service.cli.environment import connect_broker
 from deletion_service.config import DeletionConfig, load_config
 from deletion_service.errors import UsageError
+from deletion_service.publisher import RequestPublisher
+from deletion_service.topics import DeletionTopics
 
 
 def config(opts: CliContext) -> DeletionConfig:
@@ -26,11 +28,14 @@ def overrides(opts: CliContext) -> dict[str, str]:
 
 
 @contextmanager
-def broker(opts: CliContext, cfg: DeletionConfig) -> Iterator[BrokerClient]:
-    """The cluster's broker with --broker-url, else the embedded one (reused if running;
-    started for this command and stopped after it if not)."""
-    from deletion_service.cli.environment import connect_broker
-
+def publisher(opts: CliContext, cfg: DeletionConfig) -> Iterator[RequestPublisher]:
+    """A publisher to the deletion topics on the cluster's broker (--broker-url) or the embedded
+    one (reused if running; started for this command and stopped after it if not).  The topic's
+    partition count is checked on connecting (``environment.check_partitions``), so what this
+    publisher sends lands on partitions the daemon reads."""
     with ExitStack() as stack:
-        client, _ = connect_broker(opts, cfg, own_broker=False, stack=stack)
-        yield client
+        topics = DeletionTopics.from_config(cfg)
+        client, _ = connect_broker(opts, cfg, topics, own_broker=False, stack=stack)
+        out = RequestPublisher(client, topics)
+        stack.callback(out.close)
+        yield out

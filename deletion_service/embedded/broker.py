@@ -131,7 +131,8 @@ class EmbeddedBroker:
     """Find or start the broker of one data dir."""
 
     def __init__(self, data_dir: Path) -> None:
-        self.broker_dir = Path(data_dir).absolute() / "broker"
+        self.data_dir = Path(data_dir).absolute()
+        self.broker_dir = self.data_dir / "broker"
         self.info_path = self.broker_dir / "broker.json"
         self.owned = False  # True when this object started the process
         self.info: BrokerInfo | None = None
@@ -165,11 +166,14 @@ class EmbeddedBroker:
             stop_pid(info.pid)
         return self.start()
 
-    def start(self) -> BrokerInfo:
+    def _make_broker_dir(self) -> None:
         try:
             self.broker_dir.mkdir(parents=True, exist_ok=True)
         except PermissionError as e:
             raise UserError(f"cannot create {self.broker_dir}: permission denied; choose another --data-dir") from e
+
+    def start(self) -> BrokerInfo:
+        self._make_broker_dir()
         port, metrics_port = free_port(), free_port()
         proc = spawn(self.broker_dir, port, metrics_port)
         wait_ready(proc, port, metrics_port, self.broker_dir / "broker.log")
@@ -199,6 +203,48 @@ class EmbeddedBroker:
             return set(json.loads(self.subscriptions_path.read_text()))
         except (OSError, ValueError):
             return set()
+
+    # pulsar-lite keeps no partitioned-topic metadata: producers and consumers address
+    # ``<base>-partition-N`` by name, so nothing in the broker says how many partitions the
+    # request topic has, and a daemon configured with fewer partitions than a CLI call sent to
+    # would never read the others.  So the count this data dir was first used with is noted
+    # beside the broker's database — it describes that database's topics, and is removed with
+    # it when broker/ is — and every command that sends or consumes requests compares (see
+    # ``cli.environment.check_partitions``).  Not the metadata store: with --metadata-store an
+    # external ZooKeeper can serve several data dirs, each with its own broker.
+
+    @property
+    def partitions_path(self) -> Path:
+        return self.broker_dir / "partitions.json"
+
+    def recorded_partitions(self, topic: str, partitions: int) -> int:
+        """The partition count ``topic`` was first used with in this data dir.  On first use
+        that is ``partitions``, recorded now (atomically: a reader never sees half a file)."""
+        recorded = self._partitions()
+        if topic in recorded:
+            return recorded[topic]
+        self._make_broker_dir()
+        try:
+            tmp = self.partitions_path.with_name(f".partitions.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({**recorded, topic: partitions}, indent=2, sort_keys=True) + "\n")
+            os.replace(tmp, self.partitions_path)
+        except OSError as e:
+            raise UserError(f"cannot record the partition count in {self.partitions_path}: {e.strerror}") from e
+        return partitions
+
+    def _partitions(self) -> dict[str, int]:
+        try:
+            recorded = json.loads(self.partitions_path.read_text())
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as e:
+            raise UserError(f"cannot read {self.partitions_path} ({e}): it records the partition count of the "
+                            "deletion topic; restore it, or remove it if you know the count matches") from e
+        if not isinstance(recorded, dict) or not all(
+                isinstance(v, int) and not isinstance(v, bool) for v in recorded.values()):
+            raise UserError(f"{self.partitions_path} is not a map of topic to partition count; restore it, or "
+                            "remove it if you know the count matches")
+        return recorded
 
     def stop(self) -> None:
         """Stop the broker if this object started it."""
