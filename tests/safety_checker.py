@@ -1,0 +1,264 @@
+"""An independent judge of deletion safety: it reads the stores itself and never asks the product.
+
+The delete phase decides "still referenced?" with ``delete_phase/gather.py``
+and ``references.py``; a checker that called those would share their bugs.
+So this module walks the metadata tree on its own (``/managed-ledgers`` four
+levels down, cursors under each managed ledger, ``/schemas`` three levels
+down), walks BookKeeper's ledger tree by listing children (a ledger *is* its
+znode), lists the offload bucket, and computes its own reference set from the
+DESIGN's "What references a ledger".  It borrows only the wire codecs of
+``metastore.formats`` (decoding bytes is not a decision) and the store's
+``get``/``children`` calls.
+
+Reading order is the whole trick for observing a live system: existing
+ledgers and objects are read **before** the references.  Ledgers only ever
+leave a list (nothing re-lists them), so a ledger that is referenced at the
+later read was referenced at the earlier one too; if its znode was already
+gone then, a referenced ledger had been deleted.  Reading the other way round
+would report ledgers that trim removed and the daemon deleted in between.
+A ledger created after the BookKeeper read would look missing, so callers
+pass the ids they had created before taking the snapshot (``known``).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from metastore.formats import FormatError, decode_cursor, decode_managed_ledger, decode_schema_locator
+from metastore.interface import MetadataStore
+
+#: Children of the ledgers root that are BookKeeper's own, never ledgers (DESIGN, "Storage contract").
+BOOKKEEPER_RESERVED = frozenset({"idgen", "idgen-long", "available", "cookies", "LAYOUT", "INSTANCEID",
+                                 "underreplication"})
+COMPACTION_CURSOR = "__compaction"
+COMPACTED_LEDGER_PROPERTY = "CompactedTopicLedger"
+_LEAF = re.compile(r"L([0-9]{4})")
+_DIGITS = re.compile(r"[0-9]+")
+_INT64_MASK = (1 << 64) - 1
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken invariant, worded for a failure message: which rule, which ledger, what was seen."""
+
+    invariant: str
+    ledger_id: int | None
+    detail: str
+
+    def __str__(self) -> str:
+        where = f"ledger {self.ledger_id}" if self.ledger_id is not None else "-"
+        return f"[{self.invariant}] {where}: {self.detail}"
+
+
+@dataclass
+class Snapshot:
+    """What the stores held, read in the safe order (ledgers, then objects, then references)."""
+
+    bookkeeper: frozenset[int]  # ledger ids whose znode exists
+    objects: frozenset[str]  # offload bucket keys
+    references: dict[int, list[str]]  # ledger id -> every reason it is referenced
+    listed: dict[str, list[int]]  # managed-ledger path -> its ledger list
+    offload_keys: dict[int, tuple[str, ...]]  # listed offloaded ledger -> the objects its copy is made of
+    unreadable: list[str] = field(default_factory=list)  # metadata nodes that did not decode
+    taken_at: float = 0.0
+
+    def listed_ids(self) -> set[int]:
+        return {lid for ids in self.listed.values() for lid in ids}
+
+
+def java_uuid_text(msb: int, lsb: int) -> str:
+    """``new java.util.UUID(msb, lsb).toString()`` for signed halves, written here on purpose
+    (not imported from ``offloaders``) so a naming bug there cannot hide from this checker."""
+    return str(uuid.UUID(int=((msb & _INT64_MASK) << 64) | (lsb & _INT64_MASK)))
+
+
+def offloaded_object_keys(ledger_id: int, msb: int, lsb: int) -> tuple[str, str]:
+    """Per-ledger offload objects (DESIGN, "Offloaded objects"): data and index."""
+    u = java_uuid_text(msb, lsb)
+    return (f"{u}-ledger-{ledger_id}", f"{u}-ledger-{ledger_id}-index")
+
+
+class SafetyChecker:
+    """Reads a cluster's metadata, BookKeeper tree and offload bucket; judges the safety invariants."""
+
+    def __init__(self, store: MetadataStore, bookkeeper_store: MetadataStore, ledgers_root: str = "/ledgers",
+                 list_objects: Callable[[], Iterable[str]] | None = None) -> None:
+        self.spent: dict[str, float] = {"bookkeeper": 0.0, "objects": 0.0, "references": 0.0}
+        self.store = store
+        self.bk_store = bookkeeper_store
+        self.ledgers_root = ledgers_root.rstrip("/")
+        self.list_objects = list_objects
+        self._pool = ThreadPoolExecutor(8, thread_name_prefix="safety-checker")
+
+    # ---- reading
+
+    def bookkeeper_ledgers(self) -> set[int]:
+        """Every ledger znode under the root, found by listing (both hierarchical layouts: the
+        zero-padded id is the concatenation of the path's digit groups)."""
+        found: set[int] = set()
+        stack = [(self.ledgers_root, "")]
+        while stack:
+            path, digits = stack.pop()
+            for name in self.bk_store.children(path):
+                if not digits and name in BOOKKEEPER_RESERVED:
+                    continue
+                leaf = _LEAF.fullmatch(name)
+                if leaf is not None:
+                    found.add(int(digits + leaf.group(1)))
+                elif _DIGITS.fullmatch(name):
+                    stack.append((f"{path}/{name}", digits + name))
+        return found
+
+    def references(self) -> tuple[dict[int, list[str]], dict[str, list[int]], dict[int, tuple[str, ...]], list[str]]:
+        """(references, ledger lists, offloaded objects of listed ledgers, unreadable nodes)."""
+        refs: dict[int, list[str]] = {}
+        listed: dict[str, list[int]] = {}
+        offload: dict[int, tuple[str, ...]] = {}
+        unreadable: list[str] = []
+
+        def add(ledger_id: int, why: str) -> None:
+            refs.setdefault(ledger_id, []).append(why)
+
+        ml_paths = self._descend("/managed-ledgers", 4)  # tenant / namespace / domain / topic
+        ml_nodes = self.store.get_many(ml_paths)
+        present = [p for p in ml_paths if ml_nodes[p] is not None]
+        cursor_paths = [f"{p}/{c}" for p, names in zip(present, self._pool.map(self.store.children, present),
+                                                         strict=True) for c in names]
+        cursor_nodes = self.store.get_many(cursor_paths)
+        for path in ml_paths:
+            node = ml_nodes[path]
+            if node is None:
+                continue
+            try:
+                ml = decode_managed_ledger(node.data)
+            except FormatError as e:
+                unreadable.append(f"{path}: {e}")
+                continue
+            listed[path] = [lg.ledger_id for lg in ml.ledgers]
+            for lg in ml.ledgers:
+                add(lg.ledger_id, f"listed in {path}")
+                ctx = lg.offload_context
+                if ctx is not None and ctx.complete and ctx.uid_msb is not None and ctx.uid_lsb is not None:
+                    offload[lg.ledger_id] = offloaded_object_keys(lg.ledger_id, ctx.uid_msb, ctx.uid_lsb)
+        for path, node in cursor_nodes.items():
+            if node is None:
+                continue
+            try:
+                cursor = decode_cursor(node.data)
+            except FormatError as e:
+                unreadable.append(f"{path}: {e}")
+                continue
+            if cursor.cursors_ledger_id != -1:
+                add(cursor.cursors_ledger_id, f"cursor ledger of {path}")
+            if path.rsplit("/", 1)[1] == COMPACTION_CURSOR and COMPACTED_LEDGER_PROPERTY in cursor.properties:
+                add(cursor.properties[COMPACTED_LEDGER_PROPERTY], f"compacted-topic ledger of {path}")
+        schema_paths = self._descend("/schemas", 3)  # tenant / namespace / topic
+        for path, node in self.store.get_many(schema_paths).items():
+            if node is None or not node.data:
+                continue
+            try:
+                locator = decode_schema_locator(node.data)
+            except FormatError as e:
+                unreadable.append(f"{path}: {e}")
+                continue
+            for ledger_id in dict.fromkeys(e.position.ledger_id for e in [locator.info, *locator.index]):
+                add(ledger_id, f"schema locator {path}")
+        return refs, listed, offload, unreadable
+
+    def snapshot(self) -> Snapshot:
+        """Ledgers first, objects second, references last (see the module docstring for why)."""
+        taken_at = t0 = time.time()
+        bookkeeper = frozenset(self.bookkeeper_ledgers())
+        t1 = time.time()
+        objects = frozenset(self.list_objects()) if self.list_objects is not None else frozenset()
+        t2 = time.time()
+        refs, listed, offload, unreadable = self.references()
+        self.spent["bookkeeper"] += t1 - t0
+        self.spent["objects"] += t2 - t1
+        self.spent["references"] += time.time() - t2
+        return Snapshot(bookkeeper, objects, refs, listed, offload, unreadable, taken_at)
+
+    def _descend(self, root: str, depth: int) -> list[str]:
+        """The nodes ``depth`` levels below ``root``; each level's listings run in parallel (a
+        snapshot's cost is round trips, and a cheaper snapshot means more observations)."""
+        level = [root]
+        for _ in range(depth):
+            level = [f"{p}/{c}" for p, names in zip(level, self._pool.map(self.store.children, level), strict=True)
+                     for c in names]
+        return level
+
+    def close(self) -> None:
+        self._pool.shutdown()
+
+    # ---- judging
+
+    @staticmethod
+    def referenced_present(snap: Snapshot, known_bookkeeper: Iterable[int],
+                           known_objects: Iterable[str] = ()) -> list[Violation]:
+        """Invariant 1, observable at any moment: a referenced ledger's znode (and its listed
+        offloaded objects) exist.  Only ids created before the snapshot are judged."""
+        out = []
+        known = set(known_bookkeeper)
+        for lid in sorted(set(snap.references) & known - snap.bookkeeper):
+            out.append(Violation("1:referenced-ledger-deleted", lid,
+                                 f"znode gone while referenced ({'; '.join(snap.references[lid])})"))
+        known_keys = set(known_objects)
+        for lid, keys in sorted(snap.offload_keys.items()):
+            missing = [k for k in keys if k in known_keys and k not in snap.objects]
+            if missing:
+                out.append(Violation("1:referenced-offload-deleted", lid,
+                                     f"offloaded object(s) {missing} gone while the ledger is listed"))
+        out += [Violation("metadata-unreadable", None, u) for u in snap.unreadable]
+        return out
+
+    @staticmethod
+    def deleted_only_what_left(snap: Snapshot, created_bookkeeper: Iterable[int], trimmed: Iterable[int],
+                               unlisted_on_purpose: Iterable[int],
+                               created_objects: Mapping[int, Iterable[str]] | None = None) -> list[Violation]:
+        """Invariant 1, strong form, at a moment no trim is running: every ledger gone from
+        BookKeeper (or the bucket) left its list through a successful trim, or was created
+        unlisted on purpose.  ``created_objects`` maps an offloaded ledger to its object keys."""
+        allowed = set(trimmed) | set(unlisted_on_purpose)
+        out = []
+        for lid in sorted(set(created_bookkeeper) - snap.bookkeeper - allowed):
+            out.append(Violation("1:deleted-but-never-trimmed", lid,
+                                 "znode deleted although no successful trim removed the ledger from its list"))
+        for lid, keys in sorted((created_objects or {}).items()):
+            gone = [k for k in keys if k not in snap.objects]
+            if gone and lid not in allowed:
+                out.append(Violation("1:offload-deleted-but-never-trimmed", lid,
+                                     f"offloaded object(s) {gone} deleted although the ledger was never trimmed"))
+        return out
+
+    @staticmethod
+    def trim_reports_match(snap: Snapshot, ever_listed: Iterable[int], trimmed: Iterable[int]) -> list[Violation]:
+        """What left the lists is exactly what trims reported as removed (the test adds ledgers,
+        only trim removes them): a trim that wrote more or less than it said would break the
+        bookkeeping both invariants rest on."""
+        left = set(ever_listed) - snap.listed_ids()
+        trimmed = set(trimmed)
+        out = [Violation("trim-report", lid, "left its list, but no trim reported removing it")
+               for lid in sorted(left - trimmed)]
+        out += [Violation("trim-report", lid, "a trim reported it removed, but it is still listed")
+                for lid in sorted(trimmed - left)]
+        return out
+
+    @staticmethod
+    def no_leak(snap: Snapshot, trimmed: Iterable[int], created_objects: Mapping[int, Iterable[str]] | None = None,
+                also_deleted: Iterable[int] = ()) -> list[Violation]:
+        """Invariant 2, after a drain: every ledger a trim removed from its list is gone from
+        BookKeeper and from the bucket (else it is an orphan nobody will ever ask to delete)."""
+        out = []
+        for lid in sorted((set(trimmed) | set(also_deleted)) & snap.bookkeeper):
+            out.append(Violation("2:leak", lid, "left its list (or was asked to be deleted as an orphan) but its "
+                                                "znode is still there after the drain"))
+        for lid in sorted(set(trimmed)):
+            left = [k for k in (created_objects or {}).get(lid, ()) if k in snap.objects]
+            if left:
+                out.append(Violation("2:offload-leak", lid, f"trimmed but offloaded object(s) {left} remain"))
+        return out
