@@ -56,13 +56,7 @@ def _node_name(value: str) -> str:
     return value
 
 
-def _empty_is_none(value: Any) -> Any:
-    """Java producers may write ``""`` for an unset name; it means the same as null."""
-    return None if value == "" else value
-
-
 NodeName = Annotated[Text, Field(min_length=1, max_length=1024), AfterValidator(_node_name)]
-Optional = BeforeValidator(_empty_is_none)
 
 Int64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1, strict=True), BeforeValidator(_integral)]
 LedgerId = Annotated[int, Field(ge=0, le=2**63 - 1, strict=True), BeforeValidator(_integral)]
@@ -109,7 +103,7 @@ class OffloadContextRef(_Wire):
     uid_lsb: Int64
     driver_name: Annotated[Text, Field(min_length=1, max_length=64)]
     driver_metadata: dict[Text, Annotated[Text, Field(max_length=2048)]] = Field(default_factory=dict)
-    segments: list[SegmentRef] = Field(default_factory=list, max_length=10_000)
+    segments: list[SegmentRef] = Field(default_factory=list)
 
     @field_validator("driver_metadata")
     @classmethod
@@ -133,8 +127,8 @@ class DeleteLedgerPayload(_Wire):
 
     topic_name: Text
     ledger_component: LedgerComponent
-    cursor_name: Annotated[NodeName | None, Optional] = None
-    schema_id: Annotated[Text | None, Optional] = None
+    cursor_name: NodeName | None = None
+    schema_id: Text | None = None
     ledger_type: LedgerType
     ledger_id: LedgerId
     offload_context: OffloadContextRef | None = None

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import boto3
+import pulsar
 
 from deletion_service.broker.pulsar_client import PulsarBrokerClient
 from deletion_service.cluster_writer import ClusterWriter
@@ -130,6 +131,26 @@ class World:
         return self.bk_store.get(ledger_path("/ledgers", ledger_id, self.writer.layout)) is not None
 
 
+def read_dlq(world: World, broker_url: str) -> list[pulsar.Message]:
+    """Everything parked in the world's DLQ, read through its own subscription (a separate client)."""
+    client = pulsar.Client(broker_url)
+    try:
+        consumer = client.subscribe(
+            world.service.topics.dlq,
+            world.service.topics.dlq_subscription,
+            consumer_type=pulsar.ConsumerType.Shared,
+            initial_position=pulsar.InitialPosition.Earliest,
+        )
+        out = []
+        while True:
+            try:
+                out.append(consumer.receive(timeout_millis=1500))
+            except pulsar.Timeout:
+                return out
+    finally:
+        client.close()
+
+
 def make_world(store: MetadataStore, bk_store: MetadataStore, broker_url: str, **config: object) -> World:
     cfg = DeletionConfig.model_validate(
         {
@@ -145,4 +166,4 @@ def make_world(store: MetadataStore, bk_store: MetadataStore, broker_url: str, *
     return World(service, writer, store, bk_store)
 
 
-__all__ = ["OffloadTarget", "S3Bucket", "World", "make_world", "request"]
+__all__ = ["OffloadTarget", "S3Bucket", "World", "make_world", "read_dlq", "request"]

@@ -12,14 +12,13 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 
-import pulsar
 import pytest
 
 from deletion_service.cluster_writer import pulsar_custom_metadata, schema_custom_metadata
 from deletion_service.delete_phase.dispose import DLQ_PAYLOAD_BASE64, DLQ_REASON
 from metastore import open_store
 from metastore.formats import LedgerInfo, Position, schema_id
-from tests.deletion_world import DAY_MS, S3Bucket, World, make_world, now_ms, request
+from tests.deletion_world import DAY_MS, S3Bucket, World, make_world, now_ms, read_dlq, request
 from tests.harness import MotoS3Server, PulsarLiteBroker, ZooKeeperServer
 
 
@@ -52,25 +51,6 @@ def world(
     w.service.broker.close()
     store.close()
     bk_store.close()
-
-
-def read_dlq(world: World, broker_url: str) -> list[pulsar.Message]:
-    client = pulsar.Client(broker_url)
-    try:
-        consumer = client.subscribe(
-            world.service.topics.dlq,
-            world.service.topics.dlq_subscription,
-            consumer_type=pulsar.ConsumerType.Shared,
-            initial_position=pulsar.InitialPosition.Earliest,
-        )
-        out = []
-        while True:
-            try:
-                out.append(consumer.receive(timeout_millis=1500))
-            except pulsar.Timeout:
-                return out
-    finally:
-        client.close()
 
 
 def test_every_row_over_hundreds_of_requests(world: World, bucket: S3Bucket, pulsar_broker: PulsarLiteBroker) -> None:

@@ -16,7 +16,6 @@ import time
 import uuid
 from collections.abc import Iterator
 
-import pulsar
 import pytest
 
 from deletion_service.cluster_writer import pulsar_custom_metadata, schema_custom_metadata
@@ -37,7 +36,7 @@ from metastore import open_store
 from metastore.formats import LedgerInfo, Position, schema_id
 from offloaders.index_format import build_index_v1, encode_ledger_metadata_format
 from offloaders.interface import java_uuid
-from tests.deletion_world import DAY_MS, UPSTREAM_META, S3Bucket, World, make_world, now_ms, request
+from tests.deletion_world import DAY_MS, UPSTREAM_META, S3Bucket, World, make_world, now_ms, read_dlq, request
 from tests.harness import MotoS3Server, PulsarLiteBroker, ZooKeeperServer, wait_until
 
 GRACE_S = 2
@@ -78,22 +77,6 @@ def settled_of(world: World, ledger_id: int) -> list[str]:
     return [s.outcome.value for s in world.settled if s.request is not None and s.request.ledger_id == ledger_id]
 
 
-def dlq_messages(world: World, broker_url: str) -> list[pulsar.Message]:
-    client = pulsar.Client(broker_url)
-    try:
-        consumer = client.subscribe(world.service.topics.dlq, world.service.topics.dlq_subscription,
-                                    consumer_type=pulsar.ConsumerType.Shared,
-                                    initial_position=pulsar.InitialPosition.Earliest)
-        out = []
-        while True:
-            try:
-                out.append(consumer.receive(timeout_millis=1500))
-            except pulsar.Timeout:
-                return out
-    finally:
-        client.close()
-
-
 def raw_request(**fields: object) -> bytes:
     body = {"topicName": "persistent://t/ns/x", "ledgerComponent": "MANAGED_LEDGER", "ledgerType": "LEDGER",
             "ledgerId": 1, "markedAt": now_ms(), "reason": "manual", **fields}
@@ -115,7 +98,7 @@ def test_forged_schema_request_never_deletes_a_live_schema_ledger(world: World,
     send_raw(world, forged)
     world.drain(lambda wd: len(wd.settled) >= 1)
     assert world.bk_exists(500), "a live schema ledger was deleted by a forged request"
-    assert [m.properties()[DLQ_REASON] for m in dlq_messages(world, pulsar_broker.service_url)] == ["invalid-request"]
+    assert [m.properties()[DLQ_REASON] for m in read_dlq(world, pulsar_broker.service_url)] == ["invalid-request"]
     # Even a request that slipped past validation is checked under the schema BookKeeper names.
     slipped = PendingDeleteLedgerInfo.model_construct(**{
         **PendingDeleteLedgerInfo.model_validate_json(raw_request(ledgerId=500)).__dict__,
@@ -194,7 +177,7 @@ def test_poison_messages_go_to_the_dlq_and_never_stall_their_batch(world: World,
     world.drain(lambda wd: len(wd.settled) >= len(POISON) + 1)
     assert settled_of(world, 700) == ["deleted"]
     assert not world.bk_exists(700)
-    reasons = [m.properties()[DLQ_REASON] for m in dlq_messages(world, pulsar_broker.service_url)]
+    reasons = [m.properties()[DLQ_REASON] for m in read_dlq(world, pulsar_broker.service_url)]
     assert reasons == ["invalid-request"] * len(POISON)
 
 
@@ -206,7 +189,7 @@ def test_a_large_malformed_payload_reaches_the_dlq_truncated(world: World, pulsa
     world.start()
     send_raw(world, big)
     world.drain(lambda wd: len(wd.settled) >= 1, timeout_s=60)
-    [copy] = dlq_messages(world, pulsar_broker.service_url)
+    [copy] = read_dlq(world, pulsar_broker.service_url)
     props = copy.properties()
     assert props[DLQ_REASON] == "invalid-request"
     assert props[DLQ_PAYLOAD_TRUNCATED] == "true"
@@ -269,7 +252,7 @@ def test_unverifiable_offloaded_copies_are_never_deleted(world: World, bucket: S
     world.drain(lambda wd: len(wd.settled) >= 4)
     assert {no_index, *anonymous, *stamped, *unstamped} <= bucket.keys(), "an unverifiable copy was deleted"
     assert settled_of(world, 902) == ["metadata_mismatch"]
-    reasons = sorted(m.properties()[DLQ_REASON] for m in dlq_messages(world, pulsar_broker.service_url))
+    reasons = sorted(m.properties()[DLQ_REASON] for m in read_dlq(world, pulsar_broker.service_url))
     assert reasons == ["cannot-verify"] * 3
 
 
@@ -298,7 +281,7 @@ def test_requests_that_can_never_be_valid_go_to_the_dlq_at_once(world: World, bu
     world.drain(lambda wd: len(wd.settled) >= 5)
     assert settled_of(world, 1000) == ["deleted"] and not world.bk_exists(1000)
     assert settled_of(world, 1001) == ["dlq"], "retried: an invalid region never becomes valid"
-    dlq = dlq_messages(world, pulsar_broker.service_url)
+    dlq = read_dlq(world, pulsar_broker.service_url)
     assert sorted(m.properties()[DLQ_REASON] for m in dlq) == ["invalid-request"] * 3 + ["offload-target-error"]
     assert all(m.properties().get(RECONSUMETIMES, "0") == "0" for m in dlq)
 
