@@ -249,8 +249,9 @@ class FactGatherer:
                     continue
                 cursor_paths[path] = [f"{path}/{name}" for name in names]
         cursor_nodes, cursor_failed = self._get_nodes(self.store, [p for ps in cursor_paths.values() for p in ps])
-        if any(kind == "transient" for kind, _ in (*failed.values(), *cursor_failed.values())):
-            return {}, next(d for k, d in (*failed.values(), *cursor_failed.values()) if k == "transient")
+        transient = next((d for k, d in (*failed.values(), *cursor_failed.values()) if k == "transient"), None)
+        if transient is not None:
+            return {}, transient
         owners: dict[str, _Owner] = {}
         for path in ml_paths:
             bad = failed.get(path) or next((cursor_failed[p] for p in cursor_paths.get(path, ())

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from deletion_service.delete_phase import decision
 from deletion_service.delete_phase.decision import Action, Kind, Policy
-from deletion_service.delete_phase.execute import Executor
+from deletion_service.delete_phase.execute import DELETES, Executor
 from deletion_service.delete_phase.facts import DeleteResult, Facts
 from deletion_service.delete_phase.gather import FactGatherer
 from deletion_service.metrics import DeletionMetrics
@@ -47,7 +47,7 @@ class DeletePipeline:
             results: list[DeleteResult | None] = self.executor.run(actions, facts)
         except Exception as e:  # noqa: BLE001 - the executor isolates per request; this is the last guard
             _log.exception("unexpected error while deleting a batch")
-            return [a if a.verdict not in _DELETES else
+            return [a if a.verdict not in DELETES else
                     decision.retry_later(f"{type(e).__name__}: {e}", t, policy, kind=Kind.INTERNAL_ERROR)
                     for a, t in zip(actions, attempts, strict=True)]
         settled = []
@@ -81,5 +81,3 @@ class DeletePipeline:
             return decision.retry_later(f"{type(e).__name__}: {e}", facts.attempts, policy,
                                         kind=Kind.INTERNAL_ERROR)
 
-
-_DELETES = frozenset({decision.Verdict.DELETE_BOOKKEEPER, decision.Verdict.DELETE_OFFLOAD})
