@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 from google.protobuf import text_format
 
-from ._wire import opt, parse, read_varint, serialize, set_opt, write_varint
 from .errors import FormatError
 from .generated import bookkeeper_pb2 as pb
+from .protobuf_codec import opt, parse, read_varint, serialize, set_opt, write_varint
 
 _WHAT = "BookKeeper ledger metadata"
 _HEADER_PREFIX = b"BookieMetadataFormatVersion\t"

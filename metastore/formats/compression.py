@@ -25,9 +25,9 @@ import snappy
 import zstandard
 from google.protobuf import unknown_fields
 
-from ._wire import parse, serialize
 from .errors import FormatError
 from .generated import managed_ledger_pb2 as pb
+from .protobuf_codec import parse, serialize
 
 MAGIC = 0x4778
 _HEADER = struct.Struct(">HI")  # magic, metadata length

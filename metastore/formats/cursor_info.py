@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from ._wire import merge_unknown, opt, parse, serialize, set_opt, unknown_bytes
 from .compression import CompressionType
 from .compression import decode as unwrap
 from .compression import encode as wrap
 from .errors import FormatError
 from .generated import managed_ledger_pb2 as pb
 from .position import Position
+from .protobuf_codec import merge_unknown, opt, parse, serialize, set_opt, unknown_bytes
 
 _WHAT = "cursor node"
 _WORD = 64

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ._wire import merge_unknown, opt, parse, serialize, set_opt, unknown_bytes
 from .compression import CompressionType
 from .compression import decode as unwrap
 from .compression import encode as wrap
 from .generated import managed_ledger_pb2 as pb
 from .position import Position
+from .protobuf_codec import merge_unknown, opt, parse, serialize, set_opt, unknown_bytes
 
 _WHAT = "managed-ledger node"
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ._wire import merge_unknown, parse, serialize, unknown_bytes
 from .generated import schema_pb2 as pb
 from .position import Position
+from .protobuf_codec import merge_unknown, parse, serialize, unknown_bytes
 
 _WHAT = "schema locator node"
 
