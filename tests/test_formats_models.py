@@ -27,7 +27,7 @@ from metastore.formats import (
     encode_schema_locator,
 )
 from metastore.formats.cursor_info import bitset_to_indexes, indexes_to_bitset
-from tests.test_formats_compression import f_int, f_len
+from tests.test_formats_compression import f_int, f_len, varint
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 LEDGER_ID = st.integers(0, 2**63 - 1)
@@ -173,6 +173,20 @@ def test_unknown_fields_survive_a_rewrite() -> None:
     assert again.unknown == f_int(10, 42) and again.ledgers == info.ledgers
     cursor = decode_cursor(f_int(1, -1) + f_int(20, 7))
     assert cursor.unknown == f_int(20, 7) and encode_cursor(cursor) == f_int(1, -1) + f_int(20, 7)
+
+
+def test_unknown_fields_of_every_wire_type_keep_their_bytes_and_order() -> None:
+    """Varint, fixed64, length-delimited, group and fixed32 fields we do not know, interleaved with
+    known ones, come back byte for byte and in the order read (protobuf keeps them, not our code)."""
+    fixed64 = varint(21 << 3 | 1) + bytes(range(8))
+    group = varint(22 << 3 | 3) + f_int(1, 5) + f_len(2, b"x") + varint(22 << 3 | 4)
+    fixed32 = varint(23 << 3 | 5) + b"\x01\x02\x03\x04"
+    unknown = [f_int(20, 2**63), fixed64, group, f_len(300, b"abc"), fixed32]
+    data = unknown[0] + f_int(1, -1 & (2**64 - 1)) + unknown[1] + unknown[2] + unknown[3] + unknown[4]
+    cursor = decode_cursor(data)
+    assert cursor.cursors_ledger_id == -1
+    assert cursor.unknown == b"".join(unknown)
+    assert decode_cursor(encode_cursor(cursor)).unknown == b"".join(unknown)
 
 
 def test_empty_offload_context_stays_present() -> None:

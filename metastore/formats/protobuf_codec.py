@@ -1,4 +1,4 @@
-"""Small protobuf wire-level helpers shared by the format modules.
+"""The protobuf codec helpers every format module shares: parse, serialize, presence, unknown fields, varints.
 
 Why they exist:
 
@@ -22,8 +22,6 @@ from google.protobuf.message import DecodeError, EncodeError, Message
 from .errors import FormatError
 
 M = TypeVar("M", bound=Message)
-
-_WT_VARINT, _WT_I64, _WT_LEN, _WT_SGROUP, _WT_EGROUP, _WT_I32 = 0, 1, 2, 3, 4, 5
 
 
 def parse(cls: type[M], data: bytes, what: str) -> M:
@@ -90,44 +88,24 @@ def write_varint(value: int) -> bytes:
             return bytes(out)
 
 
-def _skip_field(data: bytes, pos: int, number: int, wire_type: int) -> int:
-    """Return the position after the value of a field whose tag ended at ``pos``."""
-    what = "unknown protobuf field"
-    if wire_type == _WT_VARINT:
-        return read_varint(data, pos, what)[1]
-    if wire_type == _WT_I64:
-        return pos + 8
-    if wire_type == _WT_I32:
-        return pos + 4
-    if wire_type == _WT_LEN:
-        length, pos = read_varint(data, pos, what)
-        return pos + length
-    if wire_type == _WT_SGROUP:
-        while True:
-            tag, pos = read_varint(data, pos, what)
-            if tag & 7 == _WT_EGROUP:
-                if tag >> 3 != number:
-                    raise FormatError(f"{what}: group {number} closed by {tag >> 3}")
-                return pos
-            pos = _skip_field(data, pos, tag >> 3, tag & 7)
-    raise FormatError(f"{what}: wire type {wire_type} for field {number}")
-
-
 def unknown_bytes(msg: Message) -> bytes:
-    """The wire bytes of ``msg``'s top-level fields that its descriptor does not know."""
+    """The wire bytes of ``msg``'s top-level fields that its descriptor does not know.
+
+    protobuf keeps unknown fields through a copy and a ``ClearField`` of every
+    known one, so serializing what is left is exactly those bytes, in the
+    order they were read; we never walk the wire format ourselves.  Partial
+    serialization, because clearing drops required fields too.  What protobuf
+    calls unknown is also a known field number arriving with a wire type our
+    ``.proto`` does not declare: it is kept as well, as any protobuf runtime
+    would keep it on a rewrite.
+    """
     if len(unknown_fields.UnknownFieldSet(msg)) == 0:
-        return b""
-    data = msg.SerializeToString()
-    known = {f.number for f in msg.DESCRIPTOR.fields}
-    out = bytearray()
-    pos = 0
-    while pos < len(data):
-        start = pos
-        tag, pos = read_varint(data, pos, "unknown protobuf field")
-        pos = _skip_field(data, pos, tag >> 3, tag & 7)
-        if tag >> 3 not in known:
-            out += data[start:pos]
-    return bytes(out)
+        return b""  # the common case, without copying a large message
+    rest = type(msg)()
+    rest.CopyFrom(msg)
+    for known in msg.DESCRIPTOR.fields:
+        rest.ClearField(known.name)
+    return rest.SerializePartialToString()
 
 
 def merge_unknown(msg: Message, extra: bytes) -> None:
