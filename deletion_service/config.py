@@ -12,8 +12,9 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
@@ -81,34 +82,76 @@ def env_name(key: str) -> str:
     return ENV_PREFIX + re.sub(r"(?<!^)(?=[A-Z])", "_", key).upper()
 
 
+@dataclass(frozen=True)
+class Source:
+    """Where one value came from, kept with the value so ``config show`` and error messages
+    never have to work it out again (re-reading the file and the environment could disagree
+    with what was actually loaded)."""
+
+    kind: Literal["default", "file", "env", "flag"]
+    detail: str = ""  # the file's path or the variable's name
+
+    def label(self) -> str:
+        """As ``config show`` prints it."""
+        return {"default": "default", "file": f"file {self.detail}", "env": f"env {self.detail}",
+                "flag": "--set"}[self.kind]
+
+    def where(self) -> str:
+        """As an error message names it ("invalid value for K in …")."""
+        return {"default": "the defaults", "file": self.detail, "env": f"${self.detail}",
+                "flag": "command line"}[self.kind]
+
+
+DEFAULT = Source("default")
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    """The effective configuration and, for every key, the source its value came from."""
+
+    config: DeletionConfig
+    sources: Mapping[str, Source]
+
+    def source(self, key: str) -> Source:
+        return self.sources.get(key, DEFAULT)
+
+
 def load_config(
     file: Path | None = None, env: Mapping[str, str] | None = None, overrides: Mapping[str, Any] | None = None
-) -> DeletionConfig:
-    """Merge the sources in precedence order and validate once, naming the source of a bad value."""
+) -> LoadedConfig:
+    """Merge the sources in precedence order (later beats earlier) and validate once, naming
+    the source of a bad value.
+
+    Our own merge rather than pydantic-settings: it has to remember which source won for
+    each key (``config show``, error messages), and Pulsar writes lists as comma-separated
+    text, where pydantic-settings decodes list values from the environment as JSON.
+    """
     env = os.environ if env is None else env
     merged: dict[str, Any] = {}
-    sources: dict[str, str] = {}
+    sources: dict[str, Source] = {}
+    layers: list[tuple[Source, Mapping[str, Any]]] = []
     if file is not None:
-        for key, value in _read_toml(file).items():
-            merged[key], sources[key] = value, f"{file}"
-    keys = DeletionConfig.model_fields
-    for name in keys:
+        layers.append((Source("file", str(file)), _read_toml(file)))
+    for name in DeletionConfig.model_fields:
         key = to_camel(name)
         if env_name(key) in env:
-            merged[key], sources[key] = env[env_name(key)], f"${env_name(key)}"
-    for key, value in (overrides or {}).items():
-        if value is not None:
-            merged[key], sources[key] = value, "command line"
+            layers.append((Source("env", env_name(key)), {key: env[env_name(key)]}))
+    layers.append((Source("flag"), {k: v for k, v in (overrides or {}).items() if v is not None}))
+    for source, values in layers:
+        for key, value in values.items():
+            merged[key] = value  # a snake_case spelling is accepted too; its source is kept under camelCase
+            sources[to_camel(key) if key in DeletionConfig.model_fields else key] = source
     try:
-        return DeletionConfig.model_validate(merged)
+        config = DeletionConfig.model_validate(merged)
     except ValidationError as e:
         err = e.errors()[0]
         key = str(err["loc"][0]) if err["loc"] else "?"
-        where = sources.get(key, "config")
+        where = sources[key].where() if key in sources else "config"
         if err["type"] == "extra_forbidden":
             raise UserError(f"unknown config key {key!r} in {where}; see 'ledger-deletion config show' "
                             "for the known keys") from e
         raise UserError(f"invalid value for {key} in {where}: {err['msg']}") from e
+    return LoadedConfig(config, {key: sources.get(key, DEFAULT) for key in config.camel()})
 
 
 def _read_toml(file: Path) -> dict[str, Any]:

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Install everything the tests need on a fresh Debian machine (Python 3.11 and Java 17 present),
 # then lint and run the whole suite. Extra arguments go to pytest.
+#
+# Python packages go into ./.venv (scripts/venv.sh), never into the system's Python: Debian 12
+# and Ubuntu 24.04 refuse `pip install` there (PEP 668, "externally-managed-environment").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,11 +17,13 @@ if [ ${#apt_missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${apt_missing[@]}" >/dev/null
 fi
 
-python3 -m pip install -q --disable-pip-version-check -e '.[test]'
-python3 -m ruff check .
+bash scripts/venv.sh
+py=.venv/bin/python
+$py -m pip install -q --disable-pip-version-check -e '.[test]'
+$py -m ruff check .
 
 set +e
-python3 -m pytest -p no:cacheprovider "$@"
+$py -m pytest -p no:cacheprovider "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

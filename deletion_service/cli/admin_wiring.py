@@ -6,12 +6,12 @@ from deletion_service.admin.app import create_app
 from deletion_service.admin.deps import AdminDeps
 from deletion_service.admin.server import AdminServer
 from deletion_service.admin.token import load_admin_token
-from deletion_service.cli.environment import Environment
+from deletion_service.cli.command_environment import CommandEnvironment
 from deletion_service.cursor import metrics as cursor_metrics
 from deletion_service.service import LedgerDeletionService
 
 
-def start_admin(env: Environment, service: LedgerDeletionService, address: str) -> AdminServer:
+def start_admin(env: CommandEnvironment, service: LedgerDeletionService, address: str) -> AdminServer:
     """Refuses a non-loopback address without a token and a port in use, with one clear error."""
     token = load_admin_token(env.config.admin_token_file)
     deps = AdminDeps.for_service(service, env.backlog, token, [cursor_metrics.REGISTRY])

@@ -11,7 +11,8 @@ from typing import Annotated
 import typer
 
 from deletion_service import logs
-from deletion_service.cli import context, cursor_cmd, demo, inspect_cmd, mark_cmds, ops_cmds, run_cmd, stubs
+from deletion_service.cli import options
+from deletion_service.cli.commands import config, cursor, demo, dlq, inflight, inspect, mark, run, scan_orphans
 from deletion_service.errors import EXIT_FAILURE, EXIT_USAGE, UserError
 
 HELP = """Delete Apache Pulsar ledgers safely: the two-phase protocol of PIP-186.
@@ -47,7 +48,7 @@ def root(
         help="http://broker:8080, for backlog stats on a real cluster",
         envvar="LEDGER_DELETION_WEB_SERVICE_URL")] = None,
     data_dir: Annotated[Path, typer.Option(help="where the embedded mode keeps its state")] = (
-        context.DEFAULT_DATA_DIR),
+        options.DEFAULT_DATA_DIR),
     config: Annotated[Path | None, typer.Option(help="TOML config file (camelCase keys as in Pulsar)")] = None,
     settings: Annotated[list[str] | None, typer.Option(
         "--set", metavar="KEY=VALUE",
@@ -56,7 +57,7 @@ def root(
     json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
     debug: Annotated[bool, typer.Option("--debug", help="show tracebacks and debug logs")] = False,
 ) -> None:
-    ctx.obj = context.CliContext(
+    ctx.obj = options.CommonOptions(
         metadata_store=metadata_store, bookkeeper_metadata_store=bookkeeper_metadata_store,
         broker_url=broker_url, web_service_url=web_service_url, data_dir=data_dir, config=config,
         settings=tuple(settings or ()),
@@ -64,17 +65,14 @@ def root(
     )
 
 
-run_cmd.register(app)
-demo.register(app)
-mark_cmds.register(app)
-ops_cmds.register(app)
-stubs.register(app)
-app.add_typer(inspect_cmd.app, name="inspect")
-app.add_typer(cursor_cmd.app, name="cursor")
+#: In the order ``--help`` lists them.
+COMMANDS = (run, demo, mark, inflight, dlq, config, scan_orphans, inspect, cursor)
+for command in COMMANDS:
+    command.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = context.hoist_common_options(list(sys.argv[1:] if argv is None else argv))
+    args = options.hoist_common_options(list(sys.argv[1:] if argv is None else argv))
     debug = "--debug" in args
     _configure_logging(debug)
     try:

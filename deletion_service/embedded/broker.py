@@ -210,7 +210,7 @@ class EmbeddedBroker:
     # would never read the others.  So the count this data dir was first used with is noted
     # beside the broker's database — it describes that database's topics, and is removed with
     # it when broker/ is — and every command that sends or consumes requests compares (see
-    # ``cli.environment.check_partitions``).  Not the metadata store: with --metadata-store an
+    # ``cli.connections.check_partitions``).  Not the metadata store: with --metadata-store an
     # external ZooKeeper can serve several data dirs, each with its own broker.
 
     @property

@@ -10,9 +10,9 @@ from typing import Annotated
 import typer
 
 from deletion_service import logs
-from deletion_service.cli import context, runtime
+from deletion_service.cli import options, settings
 from deletion_service.cli.admin_wiring import start_admin
-from deletion_service.cli.environment import open_environment
+from deletion_service.cli.command_environment import open_environment
 from deletion_service.daemon import Daemon
 from deletion_service.errors import UsageError
 from deletion_service.inflight import NoBacklog
@@ -44,9 +44,9 @@ def register(app: typer.Typer) -> None:
         log_format: Annotated[LogFormat, typer.Option(help="text for people, json for log pipelines")] = (
             LogFormat.text),
     ) -> None:
-        opts = context.get(ctx)
+        opts = options.get(ctx)
         logs.configure(logging.DEBUG if opts.debug else logging.INFO, log_format.value, quiet_libraries=not opts.debug)
-        cfg = runtime.config(opts)
+        cfg = settings.load(opts).config
         with open_environment(opts, cfg, own_broker=True) as env:
             if exit_when_idle and isinstance(env.backlog, NoBacklog):
                 raise UsageError("--exit-when-idle on a cluster needs --web-service-url to read the backlog")

@@ -8,7 +8,6 @@ lists, and writes the cursor node in one multi-op guarded by the managed-ledger
 node's version, so it cannot race ``trim`` into a deleted ledger.  The write
 moves the node's version, which is what a concurrent ``trim`` checks.
 
-Register with ``app.add_typer(cursor_cmd.app, name="cursor")``.
 """
 
 from __future__ import annotations
@@ -20,13 +19,17 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from deletion_service.cli import context, stores
+from deletion_service.cli import connections, options, settings
 from deletion_service.cursor import CursorError, parse_position
 from deletion_service.cursor.reset import ResetOutcome, reset_stored_cursor
 from deletion_service.errors import UsageError, UserError
 from metastore.formats import Position, parse_topic
 
 app = typer.Typer(help="Cursor operations through the cursor core.", no_args_is_help=True)
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="cursor")
 
 
 def _pos(p: Position) -> dict[str, int]:
@@ -51,7 +54,7 @@ def reset(
     subscription: Annotated[str, typer.Option(help="the subscription (cursor) name")],
     position: Annotated[str, typer.Option(help="LEDGER:ENTRY to read from next")],
 ) -> None:
-    opts = context.get(ctx)
+    opts = options.get(ctx)
     try:
         target = parse_position(position)
         topic_name = str(parse_topic(topic))
@@ -59,7 +62,7 @@ def reset(
         raise UsageError(str(e)) from e
     if not subscription:
         raise UsageError("--subscription must not be empty")
-    with stores.open_for(opts, must_exist=True) as store:
+    with connections.open_metadata_store(opts, settings.load(opts).config, must_exist=True) as store:
         try:
             outcome = reset_stored_cursor(store, topic_name, subscription, target)
         except CursorError as e:

@@ -12,8 +12,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from deletion_service import demo as demo_mod
-from deletion_service.cli import context, runtime
-from deletion_service.cli.environment import open_environment
+from deletion_service.cli import options, settings
+from deletion_service.cli.command_environment import open_environment
 from deletion_service.cluster_writer import ClusterWriter
 from deletion_service.service import LedgerDeletionService
 
@@ -22,13 +22,13 @@ def register(app: typer.Typer) -> None:
     @app.command(help="A full embedded run on generated data: build a small cluster, trim, enqueue orphans, "
                       "delete — with live progress and a summary (under a minute).")
     def demo(ctx: typer.Context) -> None:
-        opts = context.get(ctx)
+        opts = options.get(ctx)
         if not opts.debug:  # the summary says what each WARNING would; keep the screen for the progress bar
             logging.getLogger("deletion_service").setLevel(logging.ERROR)
         console = Console(stderr=opts.json)
         started = time.monotonic()
         # Shorter retries than production, so the ledger that never closes reaches the DLQ in seconds.
-        cfg = runtime.config(opts).model_copy(update={
+        cfg = settings.load(opts).config.model_copy(update={
             "two_phase_deletion_reconsume_later_in_seconds": 2, "two_phase_deletion_max_retry_delete_count": 2})
         with open_environment(opts, cfg, own_broker=True) as env:
             service = LedgerDeletionService(cfg, env.store, env.broker, env.bk_store, env.offload)

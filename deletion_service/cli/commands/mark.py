@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from deletion_service.broker.interface import BrokerError
-from deletion_service.cli import context, runtime, stores, ui
+from deletion_service.cli import connections, options, settings, ui
 from deletion_service.errors import UsageError, UserError
 from deletion_service.mark_phase import enqueue as enqueue_mod
 from deletion_service.mark_phase.pick import OffloadLocation
@@ -30,7 +30,7 @@ def register(app: typer.Typer) -> None:
         schema_id: Annotated[str | None, typer.Option(help="schema id, for SCHEMA_STORAGE")] = None,
         from_file: Annotated[Path | None, typer.Option(help="JSON Lines of PendingDeleteLedgerInfo")] = None,
     ) -> None:
-        opts = context.get(ctx)
+        opts = options.get(ctx)
         if from_file is not None:
             if topic is not None or ledger_id is not None:
                 raise UsageError("give either --from-file or --topic/--ledger-id, not both")
@@ -39,8 +39,8 @@ def register(app: typer.Typer) -> None:
             if topic is None or ledger_id is None:
                 raise UsageError("give --topic and --ledger-id (or --from-file)")
             requests = [enqueue_mod.single_request(topic, ledger_id, component, cursor, schema_id)]
-        cfg = runtime.config(opts)
-        with runtime.publisher(opts, cfg) as publisher, ui.progress(len(requests) > 1 and not opts.json) as bar:
+        cfg = settings.load(opts).config
+        with connections.publisher(opts, cfg) as publisher, ui.progress(len(requests) > 1 and not opts.json) as bar:
             task = bar.add_task("sending", total=len(requests))
             sent: list[str] = []
             try:
@@ -59,18 +59,18 @@ def register(app: typer.Typer) -> None:
         dry_run: Annotated[bool, typer.Option(help="show what would be picked; send and write nothing")] = False,
         offline: Annotated[bool, typer.Option(help="you assert no broker serves this topic")] = False,
     ) -> None:
-        opts = context.get(ctx)
-        cfg = runtime.config(opts)
+        opts = options.get(ctx)
+        cfg = settings.load(opts).config
         if not cfg.topic_two_phase_deletion_enabled:
             raise UserError("topicTwoPhaseDeletionEnabled is false: trim would not announce its deletions")
         fallback = OffloadLocation.from_settings(
             cfg.managed_ledger_offload_driver, cfg.managed_ledger_offload_bucket, cfg.managed_ledger_offload_region,
             cfg.managed_ledger_offload_service_endpoint)
-        with stores.open_for(opts, must_exist=True) as store:
+        with connections.open_metadata_store(opts, cfg, must_exist=True) as store:
             if dry_run:
                 result = run_trim(store, topic, lambda r: "", offline=offline, dry_run=True, offload_fallback=fallback)
             else:
-                with runtime.publisher(opts, cfg) as publisher, ui.progress(not opts.json) as bar:
+                with connections.publisher(opts, cfg) as publisher, ui.progress(not opts.json) as bar:
                     task = bar.add_task("sending requests", total=None)
                     result = run_trim(store, topic, publisher.send_request, offline=offline, offload_fallback=fallback,
                                       progress=lambda n, total: bar.update(task, completed=n, total=total))

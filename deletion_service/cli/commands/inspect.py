@@ -16,7 +16,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from deletion_service.cli import context, inspect_render, stores
+from deletion_service.cli import connections, options, settings
+from deletion_service.cli.commands import inspect_render
 from deletion_service.errors import UsageError, UserError
 from metastore.formats import (
     FormatError,
@@ -29,12 +30,16 @@ from metastore.formats import (
 
 app = typer.Typer(help="Decode Pulsar and BookKeeper metadata nodes (read-only).", no_args_is_help=True)
 
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="inspect")
+
 PathOpt = Annotated[str | None, typer.Option("--path", help="node path in the metadata store")]
 FileOpt = Annotated[Path | None, typer.Option("--file", help="a file holding the node's raw bytes")]
 
 
 def _read(
-    opts: context.CliContext, path: str | None, file: Path | None, bookkeeper: bool
+    opts: options.CommonOptions, path: str | None, file: Path | None, bookkeeper: bool
 ) -> tuple[bytes, str, int | None]:
     """The raw bytes, a description of their source, and the znode ctime when read from a store."""
     if (path is None) == (file is None):
@@ -45,17 +50,18 @@ def _read(
         except OSError as e:
             raise UserError(f"cannot read {file}: {e.strerror}") from e
     assert path is not None
-    with stores.open_for(opts, bookkeeper=bookkeeper, must_exist=True) as store:
+    with connections.open_metadata_store(opts, settings.load(opts).config, bookkeeper=bookkeeper,
+                                          must_exist=True) as store:
         try:
             node = store.get(path)
         except ValueError as e:
             raise UsageError(str(e)) from e
     if node is None:
-        raise UserError(f"no node at {path} in {stores.store_url(opts, bookkeeper)}")
+        raise UserError(f"no node at {path} in {connections.store_url(opts, bookkeeper)}")
     return node.data, f"node {path}", node.ctime_ms
 
 
-def _show(opts: context.CliContext, what: str, data: bytes, source: str, decode: Callable[[bytes], Any],
+def _show(opts: options.CommonOptions, what: str, data: bytes, source: str, decode: Callable[[bytes], Any],
           as_json: Callable[[Any], dict], tables: Callable[[Any, str], list]) -> None:
     try:
         decoded = decode(data)
@@ -71,7 +77,7 @@ def _show(opts: context.CliContext, what: str, data: bytes, source: str, decode:
 
 @app.command("managed-ledger", help="A managed ledger's ledger list, offload state and properties.")
 def managed_ledger(ctx: typer.Context, path: PathOpt = None, file: FileOpt = None) -> None:
-    opts = context.get(ctx)
+    opts = options.get(ctx)
     data, source, _ = _read(opts, path, file, bookkeeper=False)
     _show(opts, "managed-ledger", data, source, decode_managed_ledger,
           inspect_render.managed_ledger_json, inspect_render.managed_ledger_table)
@@ -79,14 +85,14 @@ def managed_ledger(ctx: typer.Context, path: PathOpt = None, file: FileOpt = Non
 
 @app.command(help="A cursor's mark-delete position, acked ranges and batch-index acks.")
 def cursor(ctx: typer.Context, path: PathOpt = None, file: FileOpt = None) -> None:
-    opts = context.get(ctx)
+    opts = options.get(ctx)
     data, source, _ = _read(opts, path, file, bookkeeper=False)
     _show(opts, "cursor", data, source, decode_cursor, inspect_render.cursor_json, inspect_render.cursor_table)
 
 
 @app.command("bk-ledger", help="A BookKeeper ledger's metadata (read from --bookkeeper-metadata-store).")
 def bk_ledger(ctx: typer.Context, path: PathOpt = None, file: FileOpt = None) -> None:
-    opts = context.get(ctx)
+    opts = options.get(ctx)
     data, source, ctime = _read(opts, path, file, bookkeeper=True)
     _show(opts, "bk-ledger", data, source, decode_ledger_metadata,
           lambda m: inspect_render.bk_ledger_json(m, ctime),

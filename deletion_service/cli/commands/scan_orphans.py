@@ -1,8 +1,7 @@
-"""Subcommands of the CLI contract that are declared but not built yet.
+"""``scan-orphans``: declared with its contract options but not built yet.
 
-They are registered with their contract options so ``--help`` already teaches
-the whole tool; calling one exits 1 naming the issue that builds it.  Each
-issue that builds a command moves it out of here into its own module.
+Registered so ``--help`` already teaches the whole tool; calling it exits 1
+saying so.  The PySpark orphan pipeline (its own issue) builds it here.
 """
 
 from __future__ import annotations

@@ -1,4 +1,9 @@
-"""Options every subcommand shares, gathered once by the root callback."""
+"""The options every subcommand shares, gathered once by the root callback.
+
+First in the CLI's chain of modules: options → settings (the effective config) →
+connections (stores, broker) → command_environment (all of them for a long-running
+command) → commands.  Each imports only those before it.
+"""
 
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ DEFAULT_DATA_DIR = Path("./ledger-deletion-data")
 
 
 @dataclass
-class CliContext:
+class CommonOptions:
     metadata_store: str | None = None
     bookkeeper_metadata_store: str | None = None
     broker_url: str | None = None
@@ -41,9 +46,9 @@ class CliContext:
         return self.metadata_store is None and self.broker_url is None
 
 
-def get(ctx: typer.Context) -> CliContext:
+def get(ctx: typer.Context) -> CommonOptions:
     obj = ctx.find_root().obj
-    assert isinstance(obj, CliContext), "root callback did not run"
+    assert isinstance(obj, CommonOptions), "root callback did not run"
     return obj
 
 

@@ -1,0 +1,1 @@
+"""One module per command or command group; each has ``register(app)``, which ``cli.main`` calls."""

@@ -1,0 +1,128 @@
+"""What a command connects to: the metadata stores and the broker, named by the common options.
+
+Every opener takes the effective config its command loaded (``settings.load``), so a
+command that adjusts it (``demo``) opens its connections with the adjusted copy.
+
+The partition count of the request topic is checked where the broker is connected
+(:func:`connect_broker`), so every command that sends or consumes deletion requests —
+run, demo, enqueue, trim, dlq requeue, inflight — refuses the same way: a request sent
+to a partition the daemon does not read waits forever, and ``inflight`` would not count
+it either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+from deletion_service.broker.interface import BrokerClient, BrokerError
+from deletion_service.cli.options import CommonOptions
+from deletion_service.config import DeletionConfig
+from deletion_service.embedded.broker import EmbeddedBroker
+from deletion_service.errors import UserError
+from deletion_service.publisher import RequestPublisher
+from deletion_service.topics import DeletionTopics
+from metastore import MetadataStore, open_store
+
+
+def embedded_store_url(data_dir: Path) -> str:
+    return f"sqlite:///{Path(data_dir).absolute() / 'metadata.db'}"
+
+
+def store_url(opts: CommonOptions, bookkeeper: bool = False) -> str:
+    """``--bookkeeper-metadata-store`` falls back to ``--metadata-store``, then to the embedded store."""
+    if bookkeeper and opts.bookkeeper_metadata_store:
+        return opts.bookkeeper_metadata_store
+    if opts.metadata_store:
+        return opts.metadata_store
+    return embedded_store_url(opts.data_dir)
+
+
+def open_metadata_store(opts: CommonOptions, config: DeletionConfig, bookkeeper: bool = False,
+                        must_exist: bool = False) -> MetadataStore:
+    """Open the store a command needs.
+
+    ``must_exist``: a read-only command pointed at an embedded data dir that
+    was never created should say so, not create an empty database and then
+    report every node as missing.
+    """
+    url = store_url(opts, bookkeeper)
+    if must_exist and url == embedded_store_url(opts.data_dir):
+        db = Path(opts.data_dir).absolute() / "metadata.db"
+        if not db.exists():
+            raise UserError(
+                f"no embedded metadata store at {db}: pass --metadata-store zk://… for a cluster, "
+                "or --data-dir for another embedded run"
+            )
+    return open_store(url, digest_file=config.metadata_store_digest_file)
+
+
+def connect_broker(opts: CommonOptions, config: DeletionConfig, topics: DeletionTopics, own_broker: bool,
+                   stack: ExitStack, request_topics: bool = True) -> tuple[BrokerClient, EmbeddedBroker | None]:
+    """The cluster's broker with --broker-url, else the data dir's embedded one (started
+    if none runs; ``own_broker`` replaces a running one).  Closed and stopped with ``stack``.
+    Unless ``request_topics`` is False, refuses when ``topics`` has the wrong partition count."""
+    from deletion_service.broker.pulsar_client import PulsarBrokerClient  # pulsar loads only for broker commands
+
+    embedded = None
+    known = None
+    if opts.broker_url:
+        url = opts.broker_url
+    else:
+        embedded = EmbeddedBroker(opts.data_dir)
+        if request_topics:  # before starting anything: a refusal leaves a running broker alone
+            check_partitions(topics, embedded)
+        url = (embedded.replace() if own_broker else embedded.ensure()).serviceUrl
+        known = embedded.subscription_known
+        stack.callback(embedded.stop)
+    broker = PulsarBrokerClient(url, config.broker_auth_token_file, config.broker_tls_trust_certs_file,
+                                subscription_known=known)
+    stack.callback(broker.close)
+    if request_topics and embedded is None:
+        check_partitions(topics, broker)
+    return broker, embedded
+
+
+@contextmanager
+def publisher(opts: CommonOptions, config: DeletionConfig) -> Iterator[RequestPublisher]:
+    """A publisher to the deletion topics on the cluster's broker (--broker-url) or the embedded
+    one (reused if running; started for this command and stopped after it if not), checked
+    for the partition count the daemon reads."""
+    with ExitStack() as stack:
+        topics = DeletionTopics.from_config(config)
+        client, _ = connect_broker(opts, config, topics, own_broker=False, stack=stack)
+        out = RequestPublisher(client, topics)
+        stack.callback(out.close)
+        yield out
+
+
+def check_partitions(topics: DeletionTopics, where: BrokerClient | EmbeddedBroker) -> None:
+    """The request topic must have exactly twoPhaseDeletionLedgerDeletionParallelism partitions.
+
+    A cluster's broker says how many it has (partitioned-topic metadata).  pulsar-lite keeps
+    none — partitions are plain topics named ``<base>-partition-N`` — so for the embedded
+    broker the count is the one its data dir was first used with
+    (``EmbeddedBroker.recorded_partitions``)."""
+    if isinstance(where, EmbeddedBroker):
+        found = where.recorded_partitions(topics.base, topics.partitions)
+        if found != topics.partitions:
+            raise UserError(
+                f"the data dir {where.data_dir} was first used with {found} partition(s) of {topics.base}, but "
+                f"twoPhaseDeletionLedgerDeletionParallelism is {topics.partitions}: requests on the other "
+                f"partitions would never be read; set twoPhaseDeletionLedgerDeletionParallelism to {found}, "
+                "or use a fresh --data-dir")
+        return
+    try:
+        found = where.partitions(topics.base)
+    except BrokerError as e:
+        raise UserError(f"cannot read the partitions of {topics.base}: {e}") from e
+    if found > topics.partitions:
+        raise UserError(
+            f"{topics.base} has {found} partitions but twoPhaseDeletionLedgerDeletionParallelism is "
+            f"{topics.partitions}; partitions cannot be removed: set the parallelism to {found}")
+    if found != topics.partitions:
+        verb = "create-partitioned-topic" if found == 0 else "update-partitioned-topic"
+        raise UserError(
+            f"{topics.base} has {found} partition(s), twoPhaseDeletionLedgerDeletionParallelism is "
+            f"{topics.partitions}; fix with: pulsar-admin topics {verb} {topics.base} -p {topics.partitions}")

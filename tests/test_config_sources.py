@@ -1,0 +1,49 @@
+"""``load_config`` returns each value with the source it came from (``config show`` prints them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from deletion_service.config import LoadedConfig, Source, load_config
+from deletion_service.errors import UserError
+
+
+def _load(tmp_path: Path, toml: str, env: dict[str, str], flags: dict[str, str]) -> LoadedConfig:
+    file = tmp_path / "c.toml"
+    file.write_text(toml)
+    return load_config(file, env=env, overrides=flags)
+
+
+def test_every_key_carries_the_source_that_won(tmp_path: Path) -> None:
+    loaded = _load(
+        tmp_path,
+        "twoPhaseDeletionMaxRetryDeleteCount = 3\nminLedgerAgeSeconds = 60\nmaxDeletionsPerSecond = 5\n",
+        {"LEDGER_DELETION_MIN_LEDGER_AGE_SECONDS": "120", "LEDGER_DELETION_MAX_DELETIONS_PER_SECOND": "7"},
+        {"maxDeletionsPerSecond": "9"},
+    )
+    cfg = loaded.config
+    assert (cfg.two_phase_deletion_max_retry_delete_count, cfg.min_ledger_age_seconds,
+            cfg.max_deletions_per_second) == (3, 120, 9)
+    assert loaded.source("twoPhaseDeletionMaxRetryDeleteCount") == Source("file", str(tmp_path / "c.toml"))
+    assert loaded.source("minLedgerAgeSeconds") == Source("env", "LEDGER_DELETION_MIN_LEDGER_AGE_SECONDS")
+    assert loaded.source("maxDeletionsPerSecond").label() == "--set"
+    assert loaded.source("twoPhaseDeletionReconsumeLaterInSeconds").label() == "default"
+    assert set(loaded.sources) == set(cfg.camel())  # one source per key, none invented
+
+
+def test_a_snake_case_key_in_the_file_is_named_by_its_pulsar_spelling(tmp_path: Path) -> None:
+    loaded = _load(tmp_path, "min_ledger_age_seconds = 5\n", {}, {})
+    assert loaded.config.min_ledger_age_seconds == 5
+    assert loaded.source("minLedgerAgeSeconds").kind == "file"
+
+
+@pytest.mark.parametrize("env,flags,where", [
+    ({"LEDGER_DELETION_MIN_LEDGER_AGE_SECONDS": "-1"}, {}, "$LEDGER_DELETION_MIN_LEDGER_AGE_SECONDS"),
+    ({}, {"minLedgerAgeSeconds": "soon"}, "command line"),
+])
+def test_a_bad_value_names_the_source_it_came_from(tmp_path: Path, env: dict[str, str], flags: dict[str, str],
+                                                   where: str) -> None:
+    with pytest.raises(UserError, match=f"invalid value for minLedgerAgeSeconds in {where.replace('$', '[$]')}"):
+        _load(tmp_path, "minLedgerAgeSeconds = 1\n", env, flags)
