@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from metastore import BadVersionError, CheckVersion, MetadataStore, MultiOpError, Put
 from metastore.formats import FormatError, ManagedCursorInfo, cursor_path, decode_cursor, encode_cursor
+from metastore.formats.node_reader import MissingNodeError, read_decoded
 
 from .acks import AckState
 from .epoch import EpochObserver, ManagedCursor
@@ -39,13 +40,12 @@ class StoredCursor:
 def load(store: MetadataStore, topic: str, subscription: str) -> StoredCursor:
     """Read and decode the cursor node; refuse a missing, undecodable or cursor-ledger-backed one."""
     path = cursor_path(topic, subscription)
-    node = store.get(path)
-    if node is None:
-        raise CursorNotFoundError(f"no cursor node for subscription {subscription!r} of {topic} at {path}")
     try:
-        info = decode_cursor(node.data)
+        info, node = read_decoded(store, path, decode_cursor, "cursor")
+    except MissingNodeError as e:
+        raise CursorNotFoundError(f"no cursor node for subscription {subscription!r} of {topic} at {path}") from e
     except FormatError as e:
-        raise CursorError(f"cannot decode the cursor node at {path}: {e}") from e
+        raise CursorError(str(e)) from e
     if info.cursors_ledger_id != NO_CURSOR_LEDGER:
         raise CursorLedgerBackedError(
             f"cursor {subscription!r} of {topic} keeps its state in BookKeeper cursor ledger "

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from metastore import CheckVersion, MetadataStore
 from metastore.formats import FormatError, ManagedLedgerInfo, decode_managed_ledger, managed_ledger_path
+from metastore.formats.node_reader import MissingNodeError, read_decoded
 
 from . import persistence
 from .epoch import EpochObserver, ManagedCursor
@@ -70,16 +71,15 @@ def check_position(ml: ManagedLedgerInfo, topic: str, position: Position) -> Non
 def reset_stored_cursor(store: MetadataStore, topic: str, subscription: str, position: Position, *,
                         attempts: int = 5, observer: EpochObserver | None = None) -> ResetOutcome:
     """Reset the stored cursor to ``position``; retries when the cursor or the ledger list moved."""
+    ml_path = managed_ledger_path(topic)
     for attempt in range(attempts):
         stored = persistence.load(store, topic, subscription)
-        ml_path = managed_ledger_path(topic)
-        ml_node = store.get(ml_path)
-        if ml_node is None:
-            raise CursorError(f"no managed-ledger node for {topic} at {ml_path}")
         try:
-            ml = decode_managed_ledger(ml_node.data)
+            ml, ml_node = read_decoded(store, ml_path, decode_managed_ledger, "managed-ledger")
+        except MissingNodeError as e:
+            raise CursorError(f"no managed-ledger node for {topic} at {ml_path}") from e
         except FormatError as e:
-            raise CursorError(f"cannot decode the managed-ledger node at {ml_path}: {e}") from e
+            raise CursorError(str(e)) from e
         check_position(ml, topic, position)
         cursor = persistence.to_cursor(stored, observer=observer)
         previous = cursor.read_position

@@ -46,6 +46,8 @@ from deletion_service.mark_phase import pick
 from deletion_service.model import PendingDeleteLedgerInfo
 from metastore.formats import (
     FormatError,
+    ManagedCursorInfo,
+    ManagedLedgerInfo,
     decode_cursor,
     decode_managed_ledger,
     encode_managed_ledger,
@@ -53,7 +55,8 @@ from metastore.formats import (
     namespace_ownership_prefix,
     parse_topic,
 )
-from metastore.interface import BadVersionError, CheckVersion, MetadataStore, MultiOpError, Put
+from metastore.formats.node_reader import MissingNodeError, read_decoded
+from metastore.interface import BadVersionError, CheckVersion, MetadataStore, MultiOpError, Node, Put
 
 _log = logging.getLogger(__name__)
 
@@ -109,23 +112,8 @@ def trim(
     if not offline:
         _refuse_if_owned(store, name)
     ml_path = managed_ledger_path(name)
-    ml_node = store.get(ml_path)
-    if ml_node is None:
-        raise UserError(f"no managed ledger for {name} (no node at {ml_path})")
-    try:
-        ml = decode_managed_ledger(ml_node.data)
-    except FormatError as e:
-        raise UserError(f"cannot decode the managed ledger of {name} at {ml_path}: {e}") from e
-    cursor_nodes = store.get_many([f"{ml_path}/{c}" for c in store.children(ml_path)])
-    cursors_read = {path.rsplit("/", 1)[1] for path, node in cursor_nodes.items() if node is not None}
-    cursors = {}
-    for path, node in cursor_nodes.items():
-        if node is None:
-            continue  # deleted since listed: one cursor fewer
-        try:
-            cursors[path.rsplit("/", 1)[1]] = decode_cursor(node.data)
-        except FormatError as e:
-            raise UserError(f"cannot decode cursor {path}: {e}; refusing to trim") from e
+    ml, ml_node, cursor_nodes, cursors = _read_state(store, name, ml_path)
+    cursors_read = set(cursors)
     in_ledger = sorted(n for n, c in cursors.items() if not c.state_in_metadata_store)
     if in_ledger:
         raise TrimRefused(
@@ -180,6 +168,28 @@ def trim(
     _crash_point("after-write")
     result.removed = sorted(receipted)
     return result
+
+
+def _read_state(store: MetadataStore, name: str, ml_path: str
+                ) -> tuple[ManagedLedgerInfo, Node, dict[str, Node | None], dict[str, ManagedCursorInfo]]:
+    """Step 1: the managed ledger and every cursor, each node with the version read."""
+    try:
+        ml, ml_node = read_decoded(store, ml_path, decode_managed_ledger, "managed-ledger")
+    except MissingNodeError as e:
+        raise UserError(f"no managed ledger for {name} (no node at {e.path})") from e
+    except FormatError as e:
+        raise UserError(f"cannot trim {name}: {e}") from e
+    cursor_paths = [f"{ml_path}/{c}" for c in store.children(ml_path)]
+    cursor_nodes = store.get_many(cursor_paths)
+    cursors = {}
+    for path, node in cursor_nodes.items():
+        if node is None:
+            continue  # deleted since listed: one cursor fewer
+        try:
+            cursors[path.rsplit("/", 1)[1]] = decode_cursor(node.data)
+        except FormatError as e:
+            raise UserError(f"cannot decode cursor {path}: {e}; refusing to trim") from e
+    return ml, ml_node, cursor_nodes, cursors
 
 
 def _cursor_set_change(read: set[str], now: set[str]) -> str:
