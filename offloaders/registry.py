@@ -5,6 +5,11 @@ The daemon builds one :class:`OffloaderSettings` from its config (camelCase keys
 and the filesystem base directory) and asks :func:`offloader_for` per message.
 Offloaders are cached per (settings, driver family) so boto3 clients (cached
 inside the S3 offloader per endpoint and region) are reused across messages.
+
+The S3 offloader is imported only when an S3-family driver is asked for, as
+:func:`metastore.factory.open_store` does for its backends: importing boto3 and
+botocore takes about a third of a second, which a CLI command, a filesystem-only
+cluster or a test that never meets an S3 target should not pay.
 """
 
 from __future__ import annotations
@@ -18,7 +23,6 @@ from typing import Any
 from offloaders.allow_list import S3_FAMILY_DRIVERS, AllowList, decide_driver, normalize_driver
 from offloaders.filesystem import FileSystemOffloader
 from offloaders.interface import Offloader, OffloadNotAllowedError, OffloadTargetError
-from offloaders.s3 import S3Offloader
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,8 @@ def offloader_for(driver_name: str, config: OffloaderSettings | Mapping[str, Any
 @functools.lru_cache(maxsize=64)
 def _build(settings: OffloaderSettings, family: str) -> Offloader:
     if family == "s3":
+        from offloaders.s3 import S3Offloader  # boto3 only when an S3 target is met
+
         return S3Offloader(settings.allow, connect_timeout=settings.s3_connect_timeout,
                            read_timeout=settings.s3_read_timeout, max_attempts=settings.s3_max_attempts)
     if settings.filesystem_base_dir is None:
