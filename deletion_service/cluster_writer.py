@@ -31,6 +31,16 @@ from metastore.formats import (
     schema_id,
     schema_path,
 )
+from metastore.formats.custom_metadata import (
+    APPLICATION_KEY,
+    APPLICATION_PULSAR,
+    COMPONENT_KEY,
+    COMPONENT_MANAGED_LEDGER,
+    COMPONENT_SCHEMA,
+    CURSOR_KEY,
+    MANAGED_LEDGER_KEY,
+    SCHEMA_ID_KEY,
+)
 from metastore.interface import ABSENT, ANY, MetadataStore
 
 LAYOUT_TEXT = {
@@ -40,14 +50,17 @@ LAYOUT_TEXT = {
 
 
 def pulsar_custom_metadata(topic: str, cursor: str | None = None) -> dict[str, str]:
-    meta = {"application": "pulsar", "component": "managed-ledger", "pulsar/managed-ledger": managed_ledger_name(topic)}
+    """What a broker stamps on a data ledger of ``topic`` (with ``cursor``: on that cursor's ledger)."""
+    meta = {APPLICATION_KEY: APPLICATION_PULSAR, COMPONENT_KEY: COMPONENT_MANAGED_LEDGER,
+            MANAGED_LEDGER_KEY: managed_ledger_name(topic)}
     if cursor is not None:
-        meta["pulsar/cursor"] = cursor
+        meta[CURSOR_KEY] = cursor
     return meta
 
 
 def schema_custom_metadata(topic: str) -> dict[str, str]:
-    return {"application": "pulsar", "component": "schema", "pulsar/schemaId": schema_id(topic)}
+    """What the schema registry stamps on a schema ledger of ``topic``."""
+    return {APPLICATION_KEY: APPLICATION_PULSAR, COMPONENT_KEY: COMPONENT_SCHEMA, SCHEMA_ID_KEY: schema_id(topic)}
 
 
 class ClusterWriter:

@@ -22,9 +22,9 @@ from deletion_service.delete_phase.worker import Settled
 from deletion_service.mark_phase.trim import trim
 from deletion_service.model import PendingDeleteLedgerInfo
 from deletion_service.service import LedgerDeletionService
+from deletion_service.testing.offload_objects import build_mapfile_data, pulsar_ledger_metadata
 from metastore.formats import LedgerInfo, OffloadContext, Position, managed_ledger_name
 from offloaders.filesystem import mapfile_dir_name
-from offloaders.index_format import build_mapfile_data, pulsar_ledger_metadata
 from offloaders.interface import java_uuid
 
 DAY_MS = 86_400_000

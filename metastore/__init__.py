@@ -7,12 +7,12 @@ from metastore.interface import (
     BadVersionError,
     CheckVersion,
     Delete,
-    DeleteOutcome,
     MetadataStore,
     MetadataStoreError,
     MetadataStoreUnavailable,
     MultiOpError,
     Node,
+    NodeDeleteOutcome,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
@@ -22,7 +22,8 @@ from metastore.interface import (
 from metastore.url import InvalidStoreUrl
 
 __all__ = [
-    "ABSENT", "ANY", "BadVersionError", "CheckVersion", "Delete", "DeleteOutcome", "InvalidStoreUrl",
+    "ABSENT", "ANY", "BadVersionError", "CheckVersion", "Delete", "InvalidStoreUrl",
     "MetadataStore", "MetadataStoreError", "MetadataStoreUnavailable", "MultiOpError", "Node",
-    "NodeExistsError", "NoNodeError", "NotEmptyError", "Put", "RequestTooLargeError", "open_store",
+    "NodeDeleteOutcome", "NodeExistsError", "NoNodeError", "NotEmptyError", "Put", "RequestTooLargeError",
+    "open_store",
 ]

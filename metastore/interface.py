@@ -71,8 +71,8 @@ class Delete:
 Op = CheckVersion | Put | Delete
 
 
-class DeleteOutcome(StrEnum):
-    """What happened to one node of a batched delete."""
+class NodeDeleteOutcome(StrEnum):
+    """What happened to one metadata node of a batched delete."""
 
     DELETED = "deleted"
     ABSENT = "absent"  # already gone: success for an idempotent deleter
@@ -170,7 +170,7 @@ class MetadataStore(abc.ABC):
 
     def delete_many(
         self, targets: Sequence[tuple[str, int]], batch_size: int = 100
-    ) -> dict[str, DeleteOutcome]:
+    ) -> dict[str, NodeDeleteOutcome]:
         """Delete each ``(path, version)``, batched into multi-ops of at most ``batch_size``.
 
         A batch is tried atomically first (one round trip for the common case
@@ -178,7 +178,7 @@ class MetadataStore(abc.ABC):
         by one so that one changed node neither blocks nor drags down the rest.
         Each node ends with an outcome; none is deleted at another version.
         """
-        outcomes: dict[str, DeleteOutcome] = {}
+        outcomes: dict[str, NodeDeleteOutcome] = {}
         for batch in _batches(targets, batch_size, self.max_request_bytes):
             try:
                 self.multi([Delete(p, v) for p, v in batch])
@@ -186,19 +186,19 @@ class MetadataStore(abc.ABC):
                 for path, version in batch:
                     outcomes[path] = self._delete_one(path, version)
             else:
-                outcomes.update((p, DeleteOutcome.DELETED) for p, _ in batch)
+                outcomes.update((p, NodeDeleteOutcome.DELETED) for p, _ in batch)
         return outcomes
 
-    def _delete_one(self, path: str, version: int) -> DeleteOutcome:
+    def _delete_one(self, path: str, version: int) -> NodeDeleteOutcome:
         try:
             self.delete(path, version)
         except NoNodeError:
-            return DeleteOutcome.ABSENT
+            return NodeDeleteOutcome.ABSENT
         except BadVersionError:
-            return DeleteOutcome.BAD_VERSION
+            return NodeDeleteOutcome.BAD_VERSION
         except NotEmptyError:
-            return DeleteOutcome.NOT_EMPTY
-        return DeleteOutcome.DELETED
+            return NodeDeleteOutcome.NOT_EMPTY
+        return NodeDeleteOutcome.DELETED
 
     def walk(self, path: str) -> Iterator[str]:
         """Every path below ``path`` (depth first, parents before children)."""

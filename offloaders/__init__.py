@@ -6,28 +6,29 @@ stay behind that boundary.
 """
 
 from offloaders.interface import (
-    DeleteOutcome,
-    IndexCheck,
-    IndexExpectation,
+    IndexFacts,
+    IndexKind,
+    IndexRef,
+    IndexState,
+    ObjectDeleteOutcome,
     Offloader,
     OffloadError,
-    OffloadIndexMismatchError,
     OffloadNotAllowedError,
     OffloadTarget,
     OffloadTargetError,
     OffloadTransientError,
     SegmentRef,
-    Verification,
     java_uuid,
 )
 from offloaders.registry import OffloaderSettings, offloader_for
 
 __all__ = [
-    "DeleteOutcome",
-    "IndexCheck",
-    "IndexExpectation",
+    "IndexFacts",
+    "IndexKind",
+    "IndexRef",
+    "IndexState",
+    "ObjectDeleteOutcome",
     "OffloadError",
-    "OffloadIndexMismatchError",
     "OffloadNotAllowedError",
     "OffloadTarget",
     "OffloadTargetError",
@@ -35,7 +36,6 @@ __all__ = [
     "Offloader",
     "OffloaderSettings",
     "SegmentRef",
-    "Verification",
     "java_uuid",
     "offloader_for",
 ]

@@ -24,31 +24,26 @@ from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
+from metastore.formats.custom_metadata import MANAGED_LEDGER_NAME_FIELD
 from offloaders.allow_list import FILESYSTEM_DRIVERS, AllowList, decide
-from offloaders.index_format import (
-    IndexFormatError,
-    judge_source_metadata,
-    parse_ledger_metadata_format,
-    read_mapfile_metadata_record,
-)
+from offloaders.index_format import IndexFormatError, parse_ledger_metadata_format, read_mapfile_metadata_record
 from offloaders.interface import (
-    DeleteOutcome,
-    IndexCheck,
-    IndexExpectation,
+    IndexFacts,
+    IndexKind,
+    IndexRef,
+    IndexState,
+    ObjectDeleteOutcome,
     ObjectHead,
     Offloader,
     OffloadError,
-    OffloadIndexMismatchError,
     OffloadNotAllowedError,
     OffloadTarget,
     OffloadTargetError,
     OffloadTransientError,
-    Verification,
     unique,
 )
 
 STORAGE_BASE_PATH_KEY = "storageBasePath"
-MANAGED_LEDGER_NAME_KEY = "ManagedLedgerName"
 #: What a MapFile directory may contain; anything else and we refuse to remove it.
 MAPFILE_PARTS = frozenset({"data", "index", ".data.crc", ".index.crc"})
 #: Enough for the SequenceFile header and the first (metadata) record.
@@ -126,10 +121,10 @@ class FileSystemOffloader(Offloader):
         return root
 
     def _ml_name(self, target: OffloadTarget) -> str:
-        name = target.driver_metadata.get(MANAGED_LEDGER_NAME_KEY) or target.managed_ledger_name
+        name = target.driver_metadata.get(MANAGED_LEDGER_NAME_FIELD) or target.managed_ledger_name
         if not name:
             raise OffloadTargetError("filesystem offload needs the managed ledger name (driver metadata "
-                                     f"{MANAGED_LEDGER_NAME_KEY!r} or the message's topic)")
+                                     f"{MANAGED_LEDGER_NAME_FIELD!r} or the message's topic)")
         return name
 
     def object_names(self, target: OffloadTarget) -> list[str]:
@@ -165,15 +160,15 @@ class FileSystemOffloader(Offloader):
             raise map_os_error(e, f"stat {path}") from e
         return ObjectHead(name, size, {}, modified_ms)
 
-    def delete_objects(self, target: OffloadTarget, names: Sequence[str]) -> dict[str, DeleteOutcome]:
+    def delete_objects(self, target: OffloadTarget, names: Sequence[str]) -> dict[str, ObjectDeleteOutcome]:
         self.check_allowed(target)
         return {name: self._delete_one(self.object_path(target, name)) for name in unique(names)}
 
-    def _delete_one(self, path: Path) -> DeleteOutcome:
+    def _delete_one(self, path: Path) -> ObjectDeleteOutcome:
         try:
             if not path.is_dir():
                 path.unlink()
-                return DeleteOutcome.DELETED
+                return ObjectDeleteOutcome.DELETED
             children = list(path.iterdir())
             unexpected = sorted(c.name for c in children if c.name not in MAPFILE_PARTS or not c.is_file())
             if unexpected:
@@ -184,40 +179,47 @@ class FileSystemOffloader(Offloader):
             for part in sorted(children, key=lambda c: c.name != "data"):
                 part.unlink(missing_ok=True)
             path.rmdir()
-            return DeleteOutcome.DELETED
+            return ObjectDeleteOutcome.DELETED
         except FileNotFoundError:
-            return DeleteOutcome.ABSENT
+            return ObjectDeleteOutcome.ABSENT
         except OSError as e:
             raise map_os_error(e, f"delete {path}") from e
 
-    # ------------------------------------------------------------------ verification
+    # ------------------------------------------------------------------ index facts
 
-    def verify_index_belongs(self, target: OffloadTarget,
-                             expect: IndexExpectation | None = None) -> IndexCheck:
-        """The MapFile's first record (key -1) is the source ledger's BookKeeper
-        metadata; compare it as for the S3 per-ledger index."""
-        self.check_allowed(target)
+    def index_refs(self, target: OffloadTarget) -> list[IndexRef]:
+        """The MapFile directory itself: its ``data`` part's first record is the index."""
         (name,) = self.object_names(target)
+        return [IndexRef(IndexKind.LEDGER, name, name)]
+
+    def read_index(self, target: OffloadTarget, ref: IndexRef) -> IndexFacts:
+        """The MapFile's first record (key -1) is the source ledger's BookKeeper
+        metadata, the same bytes an S3 per-ledger index embeds."""
+        self.check_allowed(target)
+        name = ref.index_name
         path = self.object_path(target, name)
         data = path / "data"
+        location = self._ml_name(target)
         try:
             if not path.exists():
-                return IndexCheck(Verification.ABSENT, f"{name} absent", (name,))
+                return IndexFacts(ref, IndexState.ABSENT, f"{name} absent", location_ml_name=location)
             if not path.is_dir():
-                return IndexCheck(Verification.UNVERIFIABLE,
-                                  f"{name} is a plain file, not a MapFile", (name,))
+                return IndexFacts(ref, IndexState.UNDECODED, f"{name} is a plain file, not a MapFile",
+                                  location_ml_name=location)
             with data.open("rb") as f:
                 head = f.read(MAX_METADATA_READ)
         except FileNotFoundError:
-            return IndexCheck(Verification.UNVERIFIABLE, f"{name}/data absent", (name,))
+            return IndexFacts(ref, IndexState.INDEX_MISSING, f"{name}/data absent", location_ml_name=location)
         except OSError as e:
             raise map_os_error(e, f"read {data}") from e
         try:
             record = read_mapfile_metadata_record(head)
             if record is None:
-                return IndexCheck(Verification.UNVERIFIABLE,
-                                  f"{name}/data uses a SequenceFile compression we do not decode", (name,))
+                return IndexFacts(ref, IndexState.UNDECODED,
+                                  f"{name}/data uses a SequenceFile compression we do not decode",
+                                  location_ml_name=location)
             source = parse_ledger_metadata_format(record)
         except (IndexFormatError, struct.error, zlib.error, IndexError) as e:
-            raise OffloadIndexMismatchError(f"{name}/data is not an offloaded ledger: {e}") from e
-        return judge_source_metadata(source, target.ledger_id, name, expect, self._ml_name(target))
+            return IndexFacts(ref, IndexState.MALFORMED, f"{name}/data is not an offloaded ledger: {e}",
+                              location_ml_name=location)
+        return IndexFacts(ref, IndexState.READ, source=source, location_ml_name=location)

@@ -7,15 +7,18 @@ Deleting them safely takes four steps, each a method here:
 1. refuse a target outside the operator's allow-list (``OffloadNotAllowedError``),
    checked by every public method, so no caller can forget it;
 2. name the objects (:meth:`Offloader.object_names`);
-3. check that the index object really describes *this* ledger where the format
-   lets us (:meth:`Offloader.verify_index_belongs`), because a wrong UUID in a
-   message must never delete another ledger's data;
+3. read what the index objects say about whose data they hold
+   (:meth:`Offloader.index_refs`, :meth:`Offloader.read_index`), because a wrong
+   UUID in a message must never delete another ledger's data.  An offloader
+   only reports :class:`IndexFacts`; whether they prove the objects belong to
+   the request's ledger and topic is the delete phase's judgement
+   (``deletion_service/delete_phase/verify_offload.py``);
 4. delete, where an object already gone counts as success (the delete phase is
    retried and must be idempotent).
 
 Errors are typed by what the caller should do next: retry
-(``OffloadTransientError``), ack without deleting (``OffloadNotAllowedError``,
-``OffloadIndexMismatchError``), or send to the DLQ (``OffloadTargetError``).
+(``OffloadTransientError``), ack without deleting (``OffloadNotAllowedError``),
+or send to the DLQ (``OffloadTargetError``).
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar
+
+from offloaders.index_format import SegmentLedgerInfo, SourceLedgerMetadata
 
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
@@ -47,11 +52,6 @@ class OffloadNotAllowedError(OffloadError):
     """The target (driver, bucket, endpoint or path) is outside the allow-list.
     The caller acks without deleting and counts ``metadata_mismatch``: the message
     may be forged or stale, and retrying cannot make it allowed."""
-
-
-class OffloadIndexMismatchError(OffloadError):
-    """The index object exists but describes another ledger (or is not an offload
-    index at all).  Ack, never delete, count ``metadata_mismatch``."""
 
 
 class OffloadTargetError(OffloadError):
@@ -179,7 +179,9 @@ class OffloadTarget:
 # --------------------------------------------------------------------------- results
 
 
-class DeleteOutcome(StrEnum):
+class ObjectDeleteOutcome(StrEnum):
+    """What happened to one tiered-storage object of a deletion."""
+
     DELETED = "deleted"
     #: Already gone: success, so a retried deletion is idempotent.
     ABSENT = "absent"
@@ -197,43 +199,62 @@ class ObjectHead:
     last_modified_ms: int | None = None
 
 
-class Verification(StrEnum):
-    #: The index names this ledger (or matched every expectation we could check).
-    VERIFIED = "verified"
-    #: Nothing proves whose data this is (index missing, or naming no managed
-    #: ledger): the delete phase never deletes it, an operator decides.
-    UNVERIFIABLE = "unverifiable"
-    #: Neither index nor data exists: nothing to verify, nothing to delete.
+# --------------------------------------------------------------------------- index facts
+
+
+class IndexKind(StrEnum):
+    """The two things an index can say, and why each proves something different."""
+
+    #: Embeds the source ledger's BookKeeper metadata (per-ledger index, MapFile
+    #: ``data``): names the managed ledger, not the ledger id.
+    LEDGER = "ledger"
+    #: A streaming segment's index: names its ledger ids, not their topic.
+    SEGMENT = "segment"
+
+
+@dataclass(frozen=True, slots=True)
+class IndexRef:
+    """One index object of a target, and the data object it describes."""
+
+    kind: IndexKind
+    index_name: str
+    data_name: str
+
+
+class IndexState(StrEnum):
+    """How far reading one index object got."""
+
+    #: Decoded: :attr:`IndexFacts.source` or :attr:`IndexFacts.ledgers` hold what it says.
+    READ = "read"
+    #: Neither the index nor its data exists.
     ABSENT = "absent"
+    #: The data exists but the index (or the part holding the metadata) does not:
+    #: an interrupted offload or deletion.
+    INDEX_MISSING = "index_missing"
+    #: Present, in a layout or encoding we do not decode.
+    UNDECODED = "undecoded"
+    #: Present, but not an offload index we understand (bad magic, truncated,
+    #: another object format version).
+    MALFORMED = "malformed"
 
 
 @dataclass(frozen=True, slots=True)
-class IndexExpectation:
-    """What the caller knows about the ledger, to compare with the index.
+class IndexFacts:
+    """What one index object says, read but not judged."""
 
-    Every field is optional; only those given (and present in the index) are
-    compared.  ``entries``/``size`` come from the managed ledger's ``LedgerInfo``
-    (upstream sets ``size`` to BookKeeper's ledger length, ``entries`` to
-    lastEntryId + 1); ``ctime_ms`` from BookKeeper metadata if it still exists.
-    """
-
-    managed_ledger_name: str | None = None
-    entries: int | None = None
-    size: int | None = None
-    ctime_ms: int | None = None
-    #: A streaming segment may hold several ledgers; deleting it for one ledger
-    #: destroys the others' data.  Refused unless the caller says all of them go.
-    allow_shared_segment_ledgers: frozenset[int] = frozenset()
-
-
-@dataclass(frozen=True, slots=True)
-class IndexCheck:
-    outcome: Verification
-    detail: str
-    #: Names of the index objects that were read.
-    checked: tuple[str, ...] = ()
-    #: The managed ledger the objects prove they belong to (VERIFIED only).
-    owner: str | None = None
+    ref: IndexRef
+    state: IndexState
+    #: What was found, in words, when the state is not READ (for logs and DLQ reasons).
+    detail: str = ""
+    #: LEDGER kind, READ: the source ledger's BookKeeper metadata.
+    source: SourceLedgerMetadata | None = None
+    #: SEGMENT kind, READ: ledger id -> what the index records about it.
+    ledgers: Mapping[int, SegmentLedgerInfo] = field(default_factory=dict)
+    #: Upstream's ``ManagedLedgerName`` user metadata on the objects: the index's
+    #: own, or for a segment whose index lacks it, its data object's.
+    object_ml_name: str | None = None
+    #: The managed ledger whose directory holds the objects (filesystem layout only).
+    location_ml_name: str | None = None
 
 
 # --------------------------------------------------------------------------- the ABC
@@ -277,21 +298,35 @@ class Offloader(abc.ABC):
         return self.head(target, name) is not None
 
     @abc.abstractmethod
-    def delete_objects(self, target: OffloadTarget, names: Sequence[str]) -> dict[str, DeleteOutcome]:
+    def delete_objects(self, target: OffloadTarget, names: Sequence[str]) -> dict[str, ObjectDeleteOutcome]:
         """Delete ``names``; every name gets an outcome.  Absent is success."""
 
-    def delete_all(self, target: OffloadTarget) -> dict[str, DeleteOutcome]:
+    def delete_all(self, target: OffloadTarget) -> dict[str, ObjectDeleteOutcome]:
         """Delete every object of the target (data first, so a crash in between
         leaves an index we can still verify on the retry)."""
         return self.delete_objects(target, self.object_names(target))
 
-    @abc.abstractmethod
-    def verify_index_belongs(self, target: OffloadTarget,
-                             expect: IndexExpectation | None = None) -> IndexCheck:
-        """Check that the index object(s) belong to ``target.ledger_id``.
+    def index_refs(self, target: OffloadTarget) -> list[IndexRef]:
+        """The index objects that say whose data the target's objects hold.
 
-        Returns VERIFIED / UNVERIFIABLE / ABSENT; raises
-        :class:`OffloadIndexMismatchError` when the index contradicts the target.
+        Per-ledger offload: ``<uuid>-ledger-<id>-index`` (of ``<uuid>-ledger-<id>``);
+        each streaming segment: ``<uuid>-index`` (of ``<uuid>``).
+        """
+        self.check_allowed(target)
+        refs: list[IndexRef] = []
+        if target.has_ledger_uuid:
+            refs.append(IndexRef(IndexKind.LEDGER, ledger_index_name(target.uuid, target.ledger_id),
+                                 ledger_data_name(target.uuid, target.ledger_id)))
+        for seg in target.segments:
+            refs.append(IndexRef(IndexKind.SEGMENT, segment_index_name(seg.uuid), seg.uuid))
+        return refs
+
+    @abc.abstractmethod
+    def read_index(self, target: OffloadTarget, ref: IndexRef) -> IndexFacts:
+        """Read one index object (``ref`` from :meth:`index_refs`) and report what it says.
+
+        Raises only for storage trouble (transient, target, not allowed); an index
+        that is missing, undecodable or not an index at all is a fact, not an error.
         """
 
 

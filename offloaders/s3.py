@@ -29,33 +29,22 @@ from botocore.exceptions import (
 )
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
+from metastore.formats.custom_metadata import CURRENT_FORMAT_VERSION, FORMAT_VERSION_KEY, OBJECT_ML_NAME_KEY
 from offloaders.allow_list import S3_FAMILY_DRIVERS, AllowList, decide
-from offloaders.index_format import (
-    CURRENT_FORMAT_VERSION,
-    FORMAT_VERSION_KEY,
-    OBJECT_ML_NAME_KEY,
-    IndexFormatError,
-    judge_segment,
-    judge_source_metadata,
-    parse_index_v1,
-    parse_index_v2,
-)
+from offloaders.index_format import IndexFormatError, parse_index_v1, parse_index_v2
 from offloaders.interface import (
-    DeleteOutcome,
-    IndexCheck,
-    IndexExpectation,
+    IndexFacts,
+    IndexKind,
+    IndexRef,
+    IndexState,
+    ObjectDeleteOutcome,
     ObjectHead,
     Offloader,
     OffloadError,
-    OffloadIndexMismatchError,
     OffloadNotAllowedError,
     OffloadTarget,
     OffloadTargetError,
     OffloadTransientError,
-    Verification,
-    ledger_data_name,
-    ledger_index_name,
-    segment_index_name,
     unique,
 )
 
@@ -227,17 +216,17 @@ class S3Offloader(Offloader):
             raise map_client_error(e, what) from e
         return body, {str(k).lower(): str(v) for k, v in (r.get("Metadata") or {}).items()}
 
-    def delete_objects(self, target: OffloadTarget, names: Sequence[str]) -> dict[str, DeleteOutcome]:
+    def delete_objects(self, target: OffloadTarget, names: Sequence[str]) -> dict[str, ObjectDeleteOutcome]:
         """HEAD each name (S3 reports a deleted-but-absent key as deleted, so this is
         how we tell), then delete the present ones: data objects before index
         objects, so an interrupted deletion still leaves an index to verify."""
         self.check_allowed(target)
         client, bucket = self._client(target)
-        outcomes: dict[str, DeleteOutcome] = {}
+        outcomes: dict[str, ObjectDeleteOutcome] = {}
         present: list[str] = []
         for name in unique(names):
             if self.head(target, name) is None:
-                outcomes[name] = DeleteOutcome.ABSENT
+                outcomes[name] = ObjectDeleteOutcome.ABSENT
             else:
                 present.append(name)
         data = [n for n in present if not n.endswith("-index")]
@@ -247,21 +236,21 @@ class S3Offloader(Offloader):
                 outcomes.update(self._delete_batch(client, bucket, batch))
         return {n: outcomes[n] for n in unique(names)}
 
-    def _delete_batch(self, client: Any, bucket: str, batch: Sequence[str]) -> dict[str, DeleteOutcome]:
+    def _delete_batch(self, client: Any, bucket: str, batch: Sequence[str]) -> dict[str, ObjectDeleteOutcome]:
         what = f"DELETE s3://{bucket} ({len(batch)} keys)"
         if len(batch) == 1:
             self._call(what, lambda: client.delete_object(Bucket=bucket, Key=batch[0]))
-            return {batch[0]: DeleteOutcome.DELETED}
+            return {batch[0]: ObjectDeleteOutcome.DELETED}
         r = self._call(what, lambda: client.delete_objects(
             Bucket=bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True}))
-        out = dict.fromkeys(batch, DeleteOutcome.DELETED)
+        out = dict.fromkeys(batch, ObjectDeleteOutcome.DELETED)
         errors = r.get("Errors") or []
         transient: list[str] = []
         permanent: list[str] = []
         for err in errors:
             key, code = str(err.get("Key")), str(err.get("Code", ""))
             if code in ABSENT_CODES:
-                out[key] = DeleteOutcome.ABSENT
+                out[key] = ObjectDeleteOutcome.ABSENT
             elif code in TRANSIENT_CODES:
                 transient.append(f"{key}: {code}")
             else:
@@ -272,80 +261,40 @@ class S3Offloader(Offloader):
             raise OffloadTransientError(f"{what}: " + "; ".join(transient))
         return out
 
-    # ------------------------------------------------------------------ verification
+    # ------------------------------------------------------------------ index facts
 
-    def verify_index_belongs(self, target: OffloadTarget,
-                             expect: IndexExpectation | None = None) -> IndexCheck:
+    def read_index(self, target: OffloadTarget, ref: IndexRef) -> IndexFacts:
+        """GET the index (and, when it is missing or names no managed ledger, HEAD its data).
+
+        A per-ledger index embeds the source ledger's metadata; a segment index
+        names its ledgers, and only the ``ManagedLedgerName`` user metadata on the
+        segment's objects names their topic."""
         self.check_allowed(target)
-        checks: list[IndexCheck] = []
-        if target.has_ledger_uuid:
-            checks.append(self._verify_ledger_index(target, expect))
-        for seg in target.segments:
-            checks.append(self._verify_segment_index(target, seg.uuid, expect))
-        return _combine(checks)
-
-    def _verify_ledger_index(self, target: OffloadTarget, expect: IndexExpectation | None) -> IndexCheck:
-        name = ledger_index_name(target.uuid, target.ledger_id)
+        name = ref.index_name
         got = self._read(target, name)
         if got is None:
-            data = ledger_data_name(target.uuid, target.ledger_id)
-            if self.head(target, data) is None:
-                return IndexCheck(Verification.ABSENT, f"{name} and {data} absent", (name,))
-            return IndexCheck(Verification.UNVERIFIABLE,
-                              f"{name} absent but {data} present (an interrupted offload or deletion)",
-                              (name,))
+            if self.head(target, ref.data_name) is None:
+                return IndexFacts(ref, IndexState.ABSENT, f"{name} and {ref.data_name} absent")
+            why = " (an interrupted offload or deletion)" if ref.kind is IndexKind.LEDGER else ""
+            return IndexFacts(ref, IndexState.INDEX_MISSING, f"{name} absent but {ref.data_name} present{why}")
         body, meta = got
-        _check_format_version(name, meta)
-        try:
-            source = parse_index_v1(body)
-        except IndexFormatError as e:
-            raise OffloadIndexMismatchError(f"{name} is not a per-ledger offload index: {e}") from e
-        return judge_source_metadata(source, target.ledger_id, name, expect, target.managed_ledger_name,
-                                     meta.get(OBJECT_ML_NAME_KEY))
-
-    def _verify_segment_index(self, target: OffloadTarget, seg_uuid: str,
-                              expect: IndexExpectation | None) -> IndexCheck:
-        name = segment_index_name(seg_uuid)
-        got = self._read(target, name)
-        if got is None:
-            if self.head(target, seg_uuid) is None:
-                return IndexCheck(Verification.ABSENT, f"{name} and {seg_uuid} absent", (name,))
-            return IndexCheck(Verification.UNVERIFIABLE, f"{name} absent but {seg_uuid} present", (name,))
-        body, meta = got
-        _check_format_version(name, meta)
+        version = meta.get(FORMAT_VERSION_KEY)
+        if version is not None and version != CURRENT_FORMAT_VERSION:
+            # Upstream stamps every object with version 1 and refuses to read others.
+            return IndexFacts(ref, IndexState.MALFORMED, f"{name} has offloader format version {version!r}, "
+                                                         f"expected {CURRENT_FORMAT_VERSION!r}")
+        owner = meta.get(OBJECT_ML_NAME_KEY)
+        if ref.kind is IndexKind.LEDGER:
+            try:
+                source = parse_index_v1(body)
+            except IndexFormatError as e:
+                return IndexFacts(ref, IndexState.MALFORMED, f"{name} is not a per-ledger offload index: {e}")
+            return IndexFacts(ref, IndexState.READ, source=source, object_ml_name=owner)
         try:
             ledgers = parse_index_v2(body)
         except IndexFormatError as e:
-            raise OffloadIndexMismatchError(f"{name} is not a streaming offload index: {e}") from e
-        owner = meta.get(OBJECT_ML_NAME_KEY)
+            return IndexFacts(ref, IndexState.MALFORMED, f"{name} is not a streaming offload index: {e}")
         if owner is None:
-            data = self.head(target, seg_uuid)
+            data = self.head(target, ref.data_name)
             owner = data.user_metadata.get(OBJECT_ML_NAME_KEY) if data is not None else None
-        return judge_segment(ledgers, target.ledger_id, name, expect, owner, target.managed_ledger_name)
-
-
-def _check_format_version(name: str, meta: dict[str, str]) -> None:
-    """Upstream stamps every object with format version 1 and refuses to read
-    others; an object with another version is not one we understand."""
-    version = meta.get(FORMAT_VERSION_KEY)
-    if version is not None and version != CURRENT_FORMAT_VERSION:
-        raise OffloadIndexMismatchError(f"{name} has offloader format version {version!r}, "
-                                        f"expected {CURRENT_FORMAT_VERSION!r}")
-
-
-def _combine(checks: list[IndexCheck]) -> IndexCheck:
-    """Several indexes (per-ledger + segments) -> one verdict: any unverifiable part
-    makes the whole unverifiable; all absent is absent."""
-    if not checks:
-        return IndexCheck(Verification.UNVERIFIABLE, "no index object to check")
-    names = tuple(n for c in checks for n in c.checked)
-    detail = "; ".join(c.detail for c in checks)
-    present = [c for c in checks if c.outcome is not Verification.ABSENT]
-    if not present:
-        return IndexCheck(Verification.ABSENT, detail, names)
-    if any(c.outcome is Verification.UNVERIFIABLE for c in present):
-        return IndexCheck(Verification.UNVERIFIABLE, detail, names)
-    owners = {c.owner for c in present}
-    if len(owners) != 1:
-        raise OffloadIndexMismatchError(f"the objects name different managed ledgers: {sorted(map(str, owners))}")
-    return IndexCheck(Verification.VERIFIED, detail, names, owner=owners.pop())
+        return IndexFacts(ref, IndexState.READ, ledgers=ledgers, object_ml_name=owner)

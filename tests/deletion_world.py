@@ -22,9 +22,14 @@ from deletion_service.config import DeletionConfig
 from deletion_service.delete_phase.worker import DeletePhaseWorker, Settled
 from deletion_service.model import PendingDeleteLedgerInfo
 from deletion_service.service import LedgerDeletionService
+from deletion_service.testing.offload_objects import (
+    build_index_v1,
+    build_index_v2,
+    encode_ledger_info,
+    pulsar_ledger_metadata,
+)
 from metastore.formats import managed_ledger_name
 from metastore.interface import MetadataStore
-from offloaders.index_format import build_index_v1, build_index_v2, encode_ledger_info, pulsar_ledger_metadata
 from offloaders.interface import OffloadTarget, SegmentRef, java_uuid
 
 UPSTREAM_META = {"s3managedledgeroffloaderformatversion": "1"}

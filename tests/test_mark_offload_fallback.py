@@ -17,6 +17,7 @@ import pytest
 
 from deletion_service.cluster_writer import ClusterWriter, pulsar_custom_metadata
 from deletion_service.embedded.broker import EmbeddedBroker, stop_pid
+from deletion_service.testing.offload_objects import build_mapfile_data, pulsar_ledger_metadata
 from metastore import open_store
 from metastore.formats import (
     LedgerInfo,
@@ -28,7 +29,6 @@ from metastore.formats import (
     managed_ledger_path,
 )
 from offloaders.filesystem import mapfile_dir_name
-from offloaders.index_format import build_mapfile_data, pulsar_ledger_metadata
 from offloaders.interface import java_uuid
 from tests.cli_runner import run_cli
 from tests.harness import free_port

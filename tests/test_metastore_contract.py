@@ -16,9 +16,9 @@ from metastore import (
     BadVersionError,
     CheckVersion,
     Delete,
-    DeleteOutcome,
     MetadataStore,
     MultiOpError,
+    NodeDeleteOutcome,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
@@ -158,9 +158,9 @@ def test_delete_many_batches_and_reports_each(store: MetadataStore) -> None:
     store.put("/ledgers/L0003", b"changed", 0)  # now at version 1: must survive
     targets = [(f"/ledgers/L{i:04d}", 0) for i in range(25)] + [("/ledgers/L9999", 0)]
     outcomes = store.delete_many(targets, batch_size=7)
-    assert outcomes["/ledgers/L0003"] == DeleteOutcome.BAD_VERSION
-    assert outcomes["/ledgers/L9999"] == DeleteOutcome.ABSENT
-    deleted = [p for p, o in outcomes.items() if o == DeleteOutcome.DELETED]
+    assert outcomes["/ledgers/L0003"] == NodeDeleteOutcome.BAD_VERSION
+    assert outcomes["/ledgers/L9999"] == NodeDeleteOutcome.ABSENT
+    deleted = [p for p, o in outcomes.items() if o == NodeDeleteOutcome.DELETED]
     assert len(deleted) == 24
     assert store.children("/ledgers") == ["L0003"]
 
@@ -171,7 +171,7 @@ def test_delete_many_splits_by_request_size(store: MetadataStore) -> None:
     for p in paths:
         store.put(p, b"", ABSENT)
     outcomes = store.delete_many([(p, 0) for p in paths], batch_size=1000)
-    assert set(outcomes.values()) == {DeleteOutcome.DELETED}
+    assert set(outcomes.values()) == {NodeDeleteOutcome.DELETED}
     assert store.children("/s") == []
 
 

@@ -6,21 +6,20 @@ from pathlib import Path
 
 import pytest
 
+from deletion_service.delete_phase.gather import verify_offloaded_copy
+from deletion_service.delete_phase.verify_offload import IndexCheck, IndexExpectation, Verification
+from deletion_service.testing.offload_objects import build_mapfile_data, pulsar_ledger_metadata
 from offloaders import (
-    DeleteOutcome,
-    IndexExpectation,
+    ObjectDeleteOutcome,
     OffloaderSettings,
-    OffloadIndexMismatchError,
     OffloadNotAllowedError,
     OffloadTarget,
     OffloadTargetError,
     OffloadTransientError,
     SegmentRef,
-    Verification,
     offloader_for,
 )
 from offloaders.filesystem import FileSystemOffloader, map_os_error
-from offloaders.index_format import build_mapfile_data, pulsar_ledger_metadata
 
 ML = "public/default/persistent/orders"
 
@@ -41,6 +40,11 @@ def fs(base: Path) -> FileSystemOffloader:
 def target(ledger_id: int = 42, msb: int = -9, lsb: int = 3, metadata: dict[str, str] | None = None,
            ml: str | None = ML) -> OffloadTarget:
     return OffloadTarget("filesystem", metadata or {}, msb, lsb, ledger_id, managed_ledger_name=ml)
+
+
+def verify(fs: FileSystemOffloader, t: OffloadTarget, expect: IndexExpectation | None = None) -> IndexCheck:
+    """Read the MapFile's metadata record and judge it, as the delete phase does."""
+    return verify_offloaded_copy(fs, t, expect)
 
 
 def offload(fs: FileSystemOffloader, t: OffloadTarget, ml: str = ML, entries: int = 2, size: int = 20,
@@ -75,10 +79,10 @@ def test_delete_then_absent(fs: FileSystemOffloader, base: Path) -> None:
     other_path = offload(fs, other)
     assert fs.exists(t, fs.object_names(t)[0])
     assert fs.head(t, fs.object_names(t)[0]).size > 0
-    assert fs.delete_all(t) == {fs.object_names(t)[0]: DeleteOutcome.DELETED}
+    assert fs.delete_all(t) == {fs.object_names(t)[0]: ObjectDeleteOutcome.DELETED}
     assert not path.exists()
     assert other_path.exists()
-    assert fs.delete_all(t) == {fs.object_names(t)[0]: DeleteOutcome.ABSENT}
+    assert fs.delete_all(t) == {fs.object_names(t)[0]: ObjectDeleteOutcome.ABSENT}
 
 
 def test_storage_base_path_inside_base_is_honoured(fs: FileSystemOffloader, base: Path) -> None:
@@ -86,9 +90,9 @@ def test_storage_base_path_inside_base_is_honoured(fs: FileSystemOffloader, base
     t = target(metadata={"storageBasePath": str(base / "cluster-a")})
     path = offload(fs, t)
     assert path.is_relative_to(base / "cluster-a")
-    assert fs.verify_index_belongs(t).outcome is Verification.VERIFIED
+    assert verify(fs, t).outcome is Verification.VERIFIED
     t_uri = target(metadata={"storageBasePath": f"file://{base}/cluster-a"})
-    assert fs.delete_all(t_uri) == {fs.object_names(t)[0]: DeleteOutcome.DELETED}
+    assert fs.delete_all(t_uri) == {fs.object_names(t)[0]: ObjectDeleteOutcome.DELETED}
 
 
 def test_refuses_unexpected_directory_content(fs: FileSystemOffloader) -> None:
@@ -123,28 +127,27 @@ def test_streaming_segments_are_refused(fs: FileSystemOffloader) -> None:
 @pytest.mark.parametrize("compressed", [False, True], ids=["plain", "record-compressed"])
 def test_index_verification(fs: FileSystemOffloader, compressed: bool) -> None:
     t = target()
-    assert fs.verify_index_belongs(t).outcome is Verification.ABSENT
+    assert verify(fs, t).outcome is Verification.ABSENT
     offload(fs, t, entries=2, size=20, compressed=compressed)
-    assert fs.verify_index_belongs(t, IndexExpectation(entries=2, size=20)).outcome is Verification.VERIFIED
-    with pytest.raises(OffloadIndexMismatchError, match="size"):
-        fs.verify_index_belongs(t, IndexExpectation(size=21))
+    assert verify(fs, t, IndexExpectation(entries=2, size=20)).outcome is Verification.VERIFIED
+    check = verify(fs, t, IndexExpectation(size=21))
+    assert check.outcome is Verification.MISMATCH and "size" in check.detail
 
 
 def test_index_of_another_managed_ledger_is_refused(fs: FileSystemOffloader) -> None:
     t = target()
     offload(fs, t, ml="public/default/persistent/payments")  # placed under orders/, written for payments
-    with pytest.raises(OffloadIndexMismatchError, match="payments"):
-        fs.verify_index_belongs(t)
+    check = verify(fs, t)
+    assert check.outcome is Verification.MISMATCH and "payments" in check.detail
 
 
 def test_garbage_data_file_is_refused_and_missing_one_unverifiable(fs: FileSystemOffloader) -> None:
     t = target()
     path = offload(fs, t)
     (path / "data").write_bytes(b"garbage")
-    with pytest.raises(OffloadIndexMismatchError):
-        fs.verify_index_belongs(t)
+    assert verify(fs, t).outcome is Verification.MISMATCH
     (path / "data").unlink()
-    assert fs.verify_index_belongs(t).outcome is Verification.UNVERIFIABLE
+    assert verify(fs, t).outcome is Verification.UNVERIFIABLE
 
 
 def test_os_error_mapping() -> None:

@@ -14,26 +14,25 @@ from collections.abc import Iterator
 import boto3
 import pytest
 
-from offloaders import (
-    DeleteOutcome,
-    IndexExpectation,
-    OffloadIndexMismatchError,
-    OffloadNotAllowedError,
-    OffloadTarget,
-    OffloadTargetError,
-    OffloadTransientError,
-    SegmentRef,
-    Verification,
-)
-from offloaders.allow_list import AllowList
-from offloaders.index_format import (
-    FORMAT_VERSION_KEY,
+from deletion_service.delete_phase.gather import verify_offloaded_copy
+from deletion_service.delete_phase.verify_offload import IndexCheck, IndexExpectation, Verification
+from deletion_service.testing.offload_objects import (
     build_index_v1,
     build_index_v2,
     encode_ledger_info,
     encode_ledger_metadata_format,
     pulsar_ledger_metadata,
 )
+from metastore.formats.custom_metadata import FORMAT_VERSION_KEY
+from offloaders import (
+    ObjectDeleteOutcome,
+    OffloadNotAllowedError,
+    OffloadTarget,
+    OffloadTargetError,
+    OffloadTransientError,
+    SegmentRef,
+)
+from offloaders.allow_list import AllowList
 from offloaders.s3 import S3Offloader
 from tests.fault_proxy import Fault, FaultProxy
 from tests.harness import MotoS3Server
@@ -75,6 +74,15 @@ def keys(endpoint: str, bucket: str) -> set[str]:
     return {o["Key"] for o in raw_client(endpoint).list_objects_v2(Bucket=bucket).get("Contents", [])}
 
 
+def verify(offloader: S3Offloader, t: OffloadTarget, expect: IndexExpectation | None = None) -> IndexCheck:
+    """Read the target's indexes and judge them, as the delete phase does."""
+    return verify_offloaded_copy(offloader, t, expect)
+
+
+def assert_mismatch(check: IndexCheck, words: str) -> None:
+    assert check.outcome is Verification.MISMATCH and words in check.detail, check
+
+
 def offload_ledger(endpoint: str, bucket: str, t: OffloadTarget, ml: str = ML, entries: int = 10,
                    size: int = 1000) -> None:
     """Write a ledger's data and index objects the way upstream does."""
@@ -96,10 +104,10 @@ def test_delete_per_ledger_objects_and_second_delete_is_absent(s3_server, bucket
     assert all(offloader.exists(t, n) for n in names)
     assert offloader.head(t, names[0]).user_metadata[FORMAT_VERSION_KEY] == "1"
 
-    assert offloader.delete_all(t) == dict.fromkeys(names, DeleteOutcome.DELETED)
+    assert offloader.delete_all(t) == dict.fromkeys(names, ObjectDeleteOutcome.DELETED)
     assert keys(s3_server.endpoint, bucket) == set(offloader.object_names(other))
     # idempotent: a retried deletion finds nothing and succeeds
-    assert offloader.delete_all(t) == dict.fromkeys(names, DeleteOutcome.ABSENT)
+    assert offloader.delete_all(t) == dict.fromkeys(names, ObjectDeleteOutcome.ABSENT)
 
 
 def test_delete_streaming_segments_and_partial_presence(s3_server, bucket, offloader) -> None:
@@ -110,19 +118,19 @@ def test_delete_streaming_segments_and_partial_presence(s3_server, bucket, offlo
     for name in names[:3]:  # the last segment's index is already gone
         put(s3_server.endpoint, bucket, name)
     outcome = offloader.delete_all(t)
-    assert outcome == {**dict.fromkeys(names[:3], DeleteOutcome.DELETED), names[3]: DeleteOutcome.ABSENT}
+    assert outcome == {**dict.fromkeys(names[:3], ObjectDeleteOutcome.DELETED), names[3]: ObjectDeleteOutcome.ABSENT}
     assert keys(s3_server.endpoint, bucket) == set()
 
 
 def test_legacy_s3_driver_with_older_endpoint_key(s3_server, bucket, offloader) -> None:
     t = target(s3_server.endpoint, bucket, driver="S3", endpoint_key="endpoint")
     offload_ledger(s3_server.endpoint, bucket, t)
-    assert set(offloader.delete_all(t).values()) == {DeleteOutcome.DELETED}
+    assert set(offloader.delete_all(t).values()) == {ObjectDeleteOutcome.DELETED}
 
 
 def test_missing_bucket_is_a_target_error_not_absent(s3_server, offloader) -> None:
     t = target(s3_server.endpoint, "no-such-bucket-here")
-    for call in (offloader.delete_all, offloader.verify_index_belongs,
+    for call in (offloader.delete_all, lambda t: verify(offloader, t),
                  lambda t: offloader.head(t, offloader.object_names(t)[0])):
         with pytest.raises(OffloadTargetError, match="does not exist"):
             call(t)
@@ -142,12 +150,13 @@ def test_targets_outside_the_allow_list_are_never_touched(s3_server, bucket) -> 
     ]
     for off in refusing:
         for call in (lambda o=off: o.delete_all(t), lambda o=off: o.head(t, "x"),
-                     lambda o=off: o.verify_index_belongs(t), lambda o=off: o.object_names(t)):
+                     lambda o=off: o.index_refs(t), lambda o=off: o.read_index(t, S3Offloader().index_refs(t)[0]),
+                     lambda o=off: o.object_names(t)):
             with pytest.raises(OffloadNotAllowedError):
                 call()
     assert keys(s3_server.endpoint, bucket) == before
     allowed = S3Offloader(AllowList.of(buckets=[bucket], endpoints=[s3_server.endpoint + "/"]))
-    assert allowed.verify_index_belongs(t).outcome is Verification.VERIFIED
+    assert verify(allowed, t).outcome is Verification.VERIFIED
 
 
 # ------------------------------------------------------------------ index verification
@@ -156,7 +165,7 @@ def test_targets_outside_the_allow_list_are_never_touched(s3_server, bucket) -> 
 def test_index_of_this_ledger_is_verified(s3_server, bucket, offloader) -> None:
     t = target(s3_server.endpoint, bucket)
     offload_ledger(s3_server.endpoint, bucket, t, entries=10, size=1000)
-    check = offloader.verify_index_belongs(t, IndexExpectation(entries=10, size=1000))
+    check = verify(offloader, t, IndexExpectation(entries=10, size=1000))
     assert check.outcome is Verification.VERIFIED
     assert "managed-ledger" in check.detail and "entries" in check.detail
 
@@ -165,12 +174,10 @@ def test_index_of_another_ledger_is_refused(s3_server, bucket, offloader) -> Non
     t = target(s3_server.endpoint, bucket)
     # same object name, but the index describes a ledger of another topic
     offload_ledger(s3_server.endpoint, bucket, t, ml="public/default/persistent/payments")
-    with pytest.raises(OffloadIndexMismatchError, match="payments"):
-        offloader.verify_index_belongs(t)
+    assert_mismatch(verify(offloader, t), "payments")
     # ... or of the same topic with another size
     offload_ledger(s3_server.endpoint, bucket, t, entries=3, size=30)
-    with pytest.raises(OffloadIndexMismatchError, match="lastEntryId"):
-        offloader.verify_index_belongs(t, IndexExpectation(entries=10))
+    assert_mismatch(verify(offloader, t, IndexExpectation(entries=10)), "lastEntryId")
     assert set(offloader.object_names(t)) <= keys(s3_server.endpoint, bucket)  # nothing deleted
 
 
@@ -179,35 +186,32 @@ def test_index_that_is_not_an_offload_index_is_refused(s3_server, bucket, offloa
     data, index = offloader.object_names(t)
     put(s3_server.endpoint, bucket, data)
     put(s3_server.endpoint, bucket, index, b"definitely not an index block")
-    with pytest.raises(OffloadIndexMismatchError, match="not a per-ledger offload index"):
-        offloader.verify_index_belongs(t)
+    assert_mismatch(verify(offloader, t), "not a per-ledger offload index")
     put(s3_server.endpoint, bucket, index, build_index_v1(pulsar_ledger_metadata(ML, entries=1, size=1)),
         {FORMAT_VERSION_KEY: "2"})
-    with pytest.raises(OffloadIndexMismatchError, match="format version"):
-        offloader.verify_index_belongs(t)
+    assert_mismatch(verify(offloader, t), "format version")
 
 
 def test_unverifiable_and_absent_outcomes(s3_server, bucket, offloader) -> None:
     t = target(s3_server.endpoint, bucket)
-    assert offloader.verify_index_belongs(t).outcome is Verification.ABSENT
+    assert verify(offloader, t).outcome is Verification.ABSENT
     data, index = offloader.object_names(t)
     put(s3_server.endpoint, bucket, data)
-    assert offloader.verify_index_belongs(t).outcome is Verification.UNVERIFIABLE  # data without index
+    assert verify(offloader, t).outcome is Verification.UNVERIFIABLE  # data without index
     # an index that names no managed ledger (older brokers): valid, but nothing proves whose it is
     put(s3_server.endpoint, bucket, index,
         build_index_v1(encode_ledger_metadata_format(last_entry_id=4, length=9)))
-    check = offloader.verify_index_belongs(t, IndexExpectation(managed_ledger_name=ML, entries=5, size=9))
+    check = verify(offloader, t, IndexExpectation(managed_ledger_name=ML, entries=5, size=9))
     assert check.outcome is Verification.UNVERIFIABLE, "entries and size agreeing prove nothing about the topic"
     assert "names no managed ledger" in check.detail
     # ... unless upstream's ManagedLedgerName object metadata names it
     put(s3_server.endpoint, bucket, index, build_index_v1(encode_ledger_metadata_format(last_entry_id=4, length=9)),
         {**UPSTREAM_META, "managedledgername": ML})
-    check = offloader.verify_index_belongs(t)
+    check = verify(offloader, t)
     assert (check.outcome, check.owner) == (Verification.VERIFIED, ML)
     put(s3_server.endpoint, bucket, index, build_index_v1(encode_ledger_metadata_format(last_entry_id=4, length=9)),
         {**UPSTREAM_META, "managedledgername": "other/ns/persistent/victim"})
-    with pytest.raises(OffloadIndexMismatchError, match="victim"):
-        offloader.verify_index_belongs(t)
+    assert_mismatch(verify(offloader, t), "victim")
 
 
 def test_streaming_segment_index_must_name_this_ledger_only(s3_server, bucket, offloader) -> None:
@@ -216,21 +220,18 @@ def test_streaming_segment_index_must_name_this_ledger_only(s3_server, bucket, o
     put(s3_server.endpoint, bucket, seg.uuid)
     index = f"{seg.uuid}-index"
     put(s3_server.endpoint, bucket, index, build_index_v2({8: encode_ledger_info(8, 1, 1)}), UPSTREAM_META)
-    with pytest.raises(OffloadIndexMismatchError, match="does not hold ledger 7"):
-        offloader.verify_index_belongs(t)
+    assert_mismatch(verify(offloader, t), "does not hold ledger 7")
     put(s3_server.endpoint, bucket, index,
         build_index_v2({7: encode_ledger_info(7, 1, 1), 8: encode_ledger_info(8, 1, 1)}), UPSTREAM_META)
-    with pytest.raises(OffloadIndexMismatchError, match="also holds ledgers"):
-        offloader.verify_index_belongs(t)
+    assert_mismatch(verify(offloader, t), "also holds ledgers")
     put(s3_server.endpoint, bucket, index, build_index_v2({7: encode_ledger_info(7, 1, 1)}), UPSTREAM_META)
     # "holds ledger 7" says nothing about the topic: a forged topicName must not delete a victim's segment
-    check = offloader.verify_index_belongs(t)
+    check = verify(offloader, t)
     assert check.outcome is Verification.UNVERIFIABLE and "names its topic" in check.detail
     put(s3_server.endpoint, bucket, seg.uuid, b"x", {**UPSTREAM_META, "managedledgername": "victim/ns/persistent/v"})
-    with pytest.raises(OffloadIndexMismatchError, match="victim"):
-        offloader.verify_index_belongs(t)
+    assert_mismatch(verify(offloader, t), "victim")
     put(s3_server.endpoint, bucket, seg.uuid, b"x", {**UPSTREAM_META, "managedledgername": ML})
-    check = offloader.verify_index_belongs(t)
+    check = verify(offloader, t)
     assert (check.outcome, check.owner) == (Verification.VERIFIED, ML)
 
 
@@ -245,7 +246,7 @@ def test_stopped_server_is_transient(s3_server, bucket, offloader) -> None:
         with pytest.raises(OffloadTransientError):
             offloader.delete_all(t)
         with pytest.raises(OffloadTransientError):
-            offloader.verify_index_belongs(t)
+            verify(offloader, t)
         assert time.monotonic() - started < 10, "connection refused must fail fast"
     finally:
         s3_server.start()
@@ -273,7 +274,7 @@ def test_injected_faults_are_transient(s3_server, bucket, proxy, fault: Fault) -
     assert set(offloader.object_names(t)) <= keys(s3_server.endpoint, bucket)
     # the fault clears; the caller's retry succeeds (no botocore-internal retry storm before that)
     proxy.clear()
-    assert set(S3Offloader().delete_all(t).values()) == {DeleteOutcome.DELETED}
+    assert set(S3Offloader().delete_all(t).values()) == {ObjectDeleteOutcome.DELETED}
 
 
 def test_botocore_does_not_retry_by_default(s3_server, bucket, proxy) -> None:
@@ -308,8 +309,8 @@ def test_throttled_index_read_is_transient(s3_server, bucket, proxy) -> None:
     offload_ledger(s3_server.endpoint, bucket, t)
     proxy.set_fault(Fault.status(503, "SlowDown", {"GET"}), times=1)
     with pytest.raises(OffloadTransientError, match="SlowDown"):
-        S3Offloader().verify_index_belongs(t)
-    assert S3Offloader().verify_index_belongs(t).outcome is Verification.VERIFIED  # fault used up
+        verify(S3Offloader(), t)
+    assert verify(S3Offloader(), t).outcome is Verification.VERIFIED  # fault used up
 
 
 def _delete_result(*errors: tuple[str, str]) -> str:
@@ -332,7 +333,7 @@ def test_batch_delete_per_key_errors(s3_server, bucket, proxy, code: str, expect
     proxy.set_fault(Fault.body(200, _delete_result((seg_data, code)), {"POST"}), times=1)
     if expected is None:
         outcome = S3Offloader().delete_all(t)
-        assert outcome[seg_data] is DeleteOutcome.ABSENT
+        assert outcome[seg_data] is ObjectDeleteOutcome.ABSENT
     else:
         with pytest.raises(expected, match=code):
             S3Offloader().delete_all(t)

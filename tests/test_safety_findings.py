@@ -32,9 +32,9 @@ from deletion_service.delete_phase.dispose import (
 from deletion_service.mark_phase.trim import trim
 from deletion_service.model import PendingDeleteLedgerInfo, decode_payload
 from deletion_service.service import SyncOutcome
+from deletion_service.testing.offload_objects import build_index_v1, encode_ledger_metadata_format
 from metastore import open_store
 from metastore.formats import LedgerInfo, Position, schema_id
-from offloaders.index_format import build_index_v1, encode_ledger_metadata_format
 from offloaders.interface import java_uuid
 from tests.deletion_world import DAY_MS, UPSTREAM_META, S3Bucket, World, make_world, now_ms, read_dlq, request
 from tests.harness import MotoS3Server, PulsarLiteBroker, ZooKeeperServer, wait_until

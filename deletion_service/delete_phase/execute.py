@@ -18,10 +18,8 @@ from tenacity import Retrying
 from deletion_service.delete_phase.decision import Action, Verdict
 from deletion_service.delete_phase.facts import DeleteResult, DeleteStatus, Facts
 from deletion_service.delete_phase.gather import TRANSIENT, in_process_retry
-from metastore.interface import DeleteOutcome as ZnodeOutcome
-from metastore.interface import MetadataStore
-from offloaders.interface import DeleteOutcome as OffloadOutcome
-from offloaders.interface import OffloadError, OffloadTransientError
+from metastore.interface import MetadataStore, NodeDeleteOutcome
+from offloaders.interface import ObjectDeleteOutcome, OffloadError, OffloadTransientError
 from offloaders.registry import OffloaderSettings, offloader_for
 
 
@@ -115,19 +113,19 @@ class Executor:
             outcomes = self.retry()(offloader.delete_all, off.target)
         except OffloadTransientError as e:
             return DeleteResult(DeleteStatus.TRANSIENT, str(e))
-        except OffloadError as e:  # target error, or not allowed / mismatch discovered late: an operator looks
+        except OffloadError as e:  # target error, or not allowed discovered late: an operator looks
             return DeleteResult(DeleteStatus.FAILED, str(e))
         except Exception as e:  # noqa: BLE001 - a surprise from one target stays with its request
             return DeleteResult(DeleteStatus.TRANSIENT, f"{type(e).__name__}: {e}")
-        deleted = any(o == OffloadOutcome.DELETED for o in outcomes.values())
+        deleted = any(o == ObjectDeleteOutcome.DELETED for o in outcomes.values())
         return DeleteResult(DeleteStatus.DELETED if deleted else DeleteStatus.ABSENT)
 
 
 DELETES = frozenset({Verdict.DELETE_BOOKKEEPER, Verdict.DELETE_OFFLOAD})
 
 _ZNODE_RESULTS = {
-    ZnodeOutcome.DELETED: DeleteResult(DeleteStatus.DELETED),
-    ZnodeOutcome.ABSENT: DeleteResult(DeleteStatus.ABSENT),
-    ZnodeOutcome.BAD_VERSION: DeleteResult(DeleteStatus.BAD_VERSION),
-    ZnodeOutcome.NOT_EMPTY: DeleteResult(DeleteStatus.FAILED, "ledger znode has children (not a ledger node?)"),
+    NodeDeleteOutcome.DELETED: DeleteResult(DeleteStatus.DELETED),
+    NodeDeleteOutcome.ABSENT: DeleteResult(DeleteStatus.ABSENT),
+    NodeDeleteOutcome.BAD_VERSION: DeleteResult(DeleteStatus.BAD_VERSION),
+    NodeDeleteOutcome.NOT_EMPTY: DeleteResult(DeleteStatus.FAILED, "ledger znode has children (not a ledger node?)"),
 }

@@ -31,7 +31,13 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 
 from deletion_service.delete_phase.facts import BookKeeperFact, Facts, OffloadFact
 from deletion_service.delete_phase.references import topic_references
-from deletion_service.delete_phase.verify import ML_KEY, SCHEMA_KEY
+from deletion_service.delete_phase.verify_offload import (
+    IndexCheck,
+    IndexExpectation,
+    Verification,
+    combine,
+    judge_index,
+)
 from deletion_service.model import LedgerType, PendingDeleteLedgerInfo
 from metastore.formats import (
     FormatError,
@@ -47,15 +53,14 @@ from metastore.formats import (
     schema_path,
     topic_from_managed_ledger_name,
 )
+from metastore.formats.custom_metadata import MANAGED_LEDGER_KEY, SCHEMA_ID_KEY
 from metastore.interface import MetadataStore, MetadataStoreUnavailable, Node
 from offloaders.interface import (
-    IndexExpectation,
-    OffloadIndexMismatchError,
+    Offloader,
     OffloadNotAllowedError,
     OffloadTarget,
     OffloadTargetError,
     OffloadTransientError,
-    Verification,
 )
 from offloaders.registry import OffloaderSettings, offloader_for
 
@@ -192,13 +197,13 @@ class FactGatherer:
             present = [h for h in heads if h is not None]
             if not present:
                 return OffloadFact(target=target, present=False)
-            index = offloader.verify_index_belongs(target, IndexExpectation(managed_ledger_name=ml_name))
-        except OffloadIndexMismatchError as e:
-            return OffloadFact(target=target, index_mismatch=str(e), present=True)
+            index = verify_offloaded_copy(offloader, target, IndexExpectation(managed_ledger_name=ml_name))
         except OffloadNotAllowedError as e:
             return OffloadFact(target=target, not_allowed=str(e))
         except OffloadTargetError as e:
             return OffloadFact(target=target, target_error=str(e))
+        if index.outcome is Verification.MISMATCH:
+            return OffloadFact(target=target, index_mismatch=index.detail, present=True)
         stamps = [h.last_modified_ms for h in present if h.last_modified_ms is not None]
         oldest = min(stamps) if stamps else None
         if index.outcome != Verification.VERIFIED:
@@ -217,12 +222,12 @@ class FactGatherer:
         schemas = {schema_path(request.topic_name)}
         bk = facts.bookkeeper
         if bk is not None and bk.metadata is not None:
-            proven_ml = bk.metadata.custom_text(ML_KEY)
+            proven_ml = bk.metadata.custom_text(MANAGED_LEDGER_KEY)
             if proven_ml:
                 # not a managed-ledger name: nothing to read, and the mismatch row refuses the request
                 with contextlib.suppress(ValueError):
                     mls.add(managed_ledger_path(topic_from_managed_ledger_name(proven_ml)))
-            proven_schema = bk.metadata.custom_text(SCHEMA_KEY)
+            proven_schema = bk.metadata.custom_text(SCHEMA_ID_KEY)
             if proven_schema:
                 try:
                     tenant, namespace, encoded = proven_schema.split("/")
@@ -295,6 +300,22 @@ class FactGatherer:
             except Exception as e:  # noqa: BLE001 - e.g. a path the store refuses: this node's requests only
                 failed[path] = ("unverifiable", f"{type(e).__name__}: {e}")
         return nodes, failed
+
+
+def verify_offloaded_copy(offloader: Offloader, target: OffloadTarget,
+                          expect: IndexExpectation | None = None) -> IndexCheck:
+    """Read the target's index objects one by one and judge each (``verify_offload.py``).
+
+    A mismatch ends it: the indexes after it are not read, so a contradiction is
+    reported as such even when reading the next one would have failed.  Storage
+    trouble (transient, target, not allowed) propagates from the offloader."""
+    checks: list[IndexCheck] = []
+    for ref in offloader.index_refs(target):
+        check = judge_index(offloader.read_index(target, ref), target.ledger_id, expect, target.managed_ledger_name)
+        checks.append(check)
+        if check.outcome is Verification.MISMATCH:
+            break
+    return combine(checks)
 
 
 def _managed_ledger_owner(path: str, ml: Node | None, cursors: dict[str, Node | None]) -> _Owner:

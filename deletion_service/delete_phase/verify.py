@@ -10,33 +10,37 @@ from __future__ import annotations
 
 from deletion_service.model import DeleteLedgerPayload, LedgerComponent
 from metastore.formats import LedgerMetadata, managed_ledger_name, schema_id
-
-APPLICATION = "application"
-COMPONENT = "component"
-ML_KEY = "pulsar/managed-ledger"
-CURSOR_KEY = "pulsar/cursor"
-SCHEMA_KEY = "pulsar/schemaId"
+from metastore.formats.custom_metadata import (
+    APPLICATION_KEY,
+    APPLICATION_PULSAR,
+    COMPONENT_KEY,
+    COMPONENT_MANAGED_LEDGER,
+    COMPONENT_SCHEMA,
+    CURSOR_KEY,
+    MANAGED_LEDGER_KEY,
+    SCHEMA_ID_KEY,
+)
 
 
 def mismatch(request: DeleteLedgerPayload, metadata: LedgerMetadata) -> str | None:
     """``None`` when the metadata matches the request, else what differs (for logs and metrics)."""
     meta = {k: metadata.custom_text(k) for k in metadata.custom_metadata}
-    if meta.get(APPLICATION) != "pulsar":
-        return f"not a Pulsar ledger (application={meta.get(APPLICATION)!r})"
-    component = meta.get(COMPONENT)
+    if meta.get(APPLICATION_KEY) != APPLICATION_PULSAR:
+        return f"not a Pulsar ledger (application={meta.get(APPLICATION_KEY)!r})"
+    component = meta.get(COMPONENT_KEY)
     if request.ledger_component == LedgerComponent.SCHEMA_STORAGE:
-        if component != "schema":
+        if component != COMPONENT_SCHEMA:
             return f"request says schema ledger, BookKeeper says component={component!r}"
         # Both the request's schemaId and its topic's must be the one BookKeeper names.
         for claimed in {request.schema_id, schema_id(request.topic_name)}:
-            if meta.get(SCHEMA_KEY) != claimed:
-                return f"schema id differs: request {claimed!r}, BookKeeper {meta.get(SCHEMA_KEY)!r}"
+            if meta.get(SCHEMA_ID_KEY) != claimed:
+                return f"schema id differs: request {claimed!r}, BookKeeper {meta.get(SCHEMA_ID_KEY)!r}"
         return None
-    if component != "managed-ledger":
+    if component != COMPONENT_MANAGED_LEDGER:
         return f"request says {request.ledger_component.value}, BookKeeper says component={component!r}"
     expected_ml = managed_ledger_name(request.topic_name)
-    if meta.get(ML_KEY) != expected_ml:
-        return f"managed ledger differs: request {expected_ml!r}, BookKeeper {meta.get(ML_KEY)!r}"
+    if meta.get(MANAGED_LEDGER_KEY) != expected_ml:
+        return f"managed ledger differs: request {expected_ml!r}, BookKeeper {meta.get(MANAGED_LEDGER_KEY)!r}"
     cursor = meta.get(CURSOR_KEY)
     if request.ledger_component == LedgerComponent.MANAGED_LEDGER and cursor is not None:
         return f"request says data ledger, BookKeeper says cursor ledger of {cursor!r}"
