@@ -7,15 +7,16 @@ retry it forever.  Every write is measured first and refused with
 :class:`RequestTooLargeError`; batched deletes are split to stay under it.
 
 Connection and session losses become :class:`MetadataStoreUnavailable`
-(transient).  Reads are retried briefly by kazoo's own retry helper; writes
-are not, because a write whose reply was lost may have been applied and only
-the caller can decide (by re-reading) what to do.
+(transient).  Every request is tried once: retrying is the callers' decision
+(:mod:`metastore.retry` for reads), made in one layer — a store that also
+retried multiplied its callers' tries.  Writes are never worth retrying here
+anyway: a write whose reply was lost may have been applied, and only the
+caller can decide (by re-reading) what to do.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -89,32 +90,22 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._op_timeout_s = session_timeout_s
 
     def _call(self, fn_async, *args, **kwargs):  # noqa: ANN001, ANN202 - kazoo's async API is untyped
-        """Run one request with a deadline.
+        """Run one request, once, with a deadline.
 
         kazoo's synchronous calls wait without a deadline while the server is
         away; a daemon must fail fast instead and let its retry policy decide.
+        Not connected (e.g. mid-reconnect) fails at once, as ``ConnectionLoss``.
         """
         if self._client.state != KazooState.CONNECTED:
             raise kx.ConnectionLoss("not connected to ZooKeeper")
         return fn_async(*args, **kwargs).get(timeout=self._op_timeout_s)
-
-    def _read(self, fn_async, *args):  # noqa: ANN001, ANN202
-        """Reads are safe to repeat: a few quick tries ride out a reconnect."""
-        for attempt in range(3):
-            try:
-                return self._call(fn_async, *args)
-            except (kx.ConnectionLoss, kx.OperationTimeoutError):
-                if attempt == 2:
-                    raise
-                time.sleep(0.2 * (attempt + 1))
-        raise AssertionError("unreachable")
 
     # ---- reads
 
     def get(self, path: str) -> Node | None:
         validate_path(path)
         try:
-            data, stat = self._read(self._client.get_async, path)
+            data, stat = self._call(self._client.get_async, path)
         except kx.NoNodeError:
             return None
         except (kx.KazooException, KazooTimeoutError) as e:
@@ -144,7 +135,7 @@ class ZooKeeperMetadataStore(MetadataStore):
     def children(self, path: str) -> list[str]:
         validate_path(path)
         try:
-            return sorted(self._read(self._client.get_children_async, path))
+            return sorted(self._call(self._client.get_children_async, path))
         except kx.NoNodeError:
             return []
         except (kx.KazooException, KazooTimeoutError) as e:
@@ -239,7 +230,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         missing = []
         while parent != "/":
             try:
-                if self._read(self._client.exists_async, parent) is not None:
+                if self._call(self._client.exists_async, parent) is not None:
                     break
             except (kx.KazooException, KazooTimeoutError) as e:
                 raise _map(e, parent) from e

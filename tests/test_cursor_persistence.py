@@ -16,7 +16,7 @@ from deletion_service.cursor import (
 )
 from deletion_service.cursor.reset import InvalidResetPosition, reset_in_memory, reset_stored_cursor
 from deletion_service.mark_phase.trim import trim
-from metastore import ABSENT, CheckVersion, open_store
+from metastore import ABSENT, CheckVersion, MetadataStoreUnavailable, open_store
 from metastore.formats import (
     LedgerInfo,
     ManagedCursorInfo,
@@ -29,6 +29,8 @@ from metastore.formats import (
     encode_managed_ledger,
     managed_ledger_path,
 )
+from metastore.interface import Op
+from tests.test_mark_phase import FlakyReads
 
 TOPIC = "persistent://t/ns/orders"
 SUB = "my sub"
@@ -107,6 +109,31 @@ def test_reset_refuses_a_position_outside_the_ledger_list(store) -> None:
     with pytest.raises(InvalidResetPosition, match="past the end"):
         reset_stored_cursor(store, TOPIC, SUB, P(10, 5))
     reset_stored_cursor(store, TOPIC, SUB, P(12, 99))  # the last (open) ledger: any entry
+
+
+def test_reset_rides_out_a_brief_outage_and_writes_once(store) -> None:
+    """Fault injection in-process (``FlakyReads``): each read fails once; reset's own retry answers."""
+    seed(store)
+    flaky = FlakyReads(store)
+    outcome = reset_stored_cursor(flaky, TOPIC, SUB, P(12, 0))
+    assert outcome.position == P(12, 0)
+    assert flaky.dropped == 2  # the cursor node, the managed-ledger node
+    assert flaky.writes == ["multi of 2"]
+
+
+def test_reset_never_retries_a_write_whose_reply_was_lost(store) -> None:
+    seed(store)
+    flaky = FlakyReads(store)
+    attempts: list[int] = []
+
+    def reply_lost(ops: list[Op]) -> list[int | None]:
+        attempts.append(len(ops))
+        raise MetadataStoreUnavailable("injected fault: the reply was lost")
+
+    flaky.multi = reply_lost  # type: ignore[method-assign]
+    with pytest.raises(MetadataStoreUnavailable, match="reply was lost"):
+        reset_stored_cursor(flaky, TOPIC, SUB, P(12, 0))
+    assert attempts == [2]
 
 
 def _trim_once(store) -> None:

@@ -12,7 +12,7 @@ from deletion_service.cursor.reset import reset_stored_cursor
 from deletion_service.mark_phase.pick import OffloadLocation
 from deletion_service.mark_phase.trim import TrimRefused, trim
 from deletion_service.model import PendingDeleteLedgerInfo
-from metastore import ABSENT, MetadataStore, open_store
+from metastore import ABSENT, MetadataStore, MetadataStoreUnavailable, open_store
 from metastore.formats import (
     LedgerInfo,
     OffloadContext,
@@ -57,6 +57,38 @@ class CountingStore(MetadataStore):
 
     def close(self) -> None:
         self.inner.close()
+
+
+class FlakyReads(CountingStore):
+    """Fault injection, in-process: every read fails once with ``MetadataStoreUnavailable``, as
+    while a store reconnects, and answers when asked again (``down``: never answers).
+    ``dropped`` counts the injected failures; writes pass through and are counted as usual."""
+
+    def __init__(self, inner: MetadataStore, down: bool = False) -> None:
+        super().__init__(inner)
+        self.down = down
+        self.dropped = 0
+        self._owed: set[tuple[str, object]] = set()  # reads that failed once: they answer next time
+
+    def _drop_once(self, read: str, arg: object) -> None:
+        if self.down or (read, arg) not in self._owed:
+            self._owed.add((read, arg))
+            self.dropped += 1
+            raise MetadataStoreUnavailable(f"injected fault: {read} {arg} while reconnecting")
+        self._owed.discard((read, arg))
+
+    def get(self, path: str):  # noqa: ANN201
+        self._drop_once("get", path)
+        return super().get(path)
+
+    def get_many(self, paths):  # noqa: ANN001, ANN201
+        paths = list(paths)
+        self._drop_once("get_many", tuple(paths))
+        return super().get_many(paths)
+
+    def children(self, path: str) -> list[str]:
+        self._drop_once("children", path)
+        return super().children(path)
 
 
 @pytest.fixture
@@ -336,3 +368,28 @@ def test_a_cursor_deleted_during_the_sends_aborts_the_write(store: CountingStore
     result = trim(store, TOPIC, send_and_unsubscribe, offline=True)
     assert result.aborted is not None and "gone: b" in result.aborted
     assert result.removed == [] and listed(store.inner) == [1, 2, 3, 4, 5]
+
+
+def test_every_read_rides_out_a_brief_outage_and_the_write_is_made_once(zk_url: str) -> None:
+    """The store tries each read once; trim's own retry rides out what a reconnect drops."""
+    with open_store(zk_url) as inner:
+        w = ClusterWriter(inner)
+        w.managed_ledger(TOPIC, range(1, 4))
+        w.cursor(TOPIC, "sub", Position(3, 0))
+        store = FlakyReads(inner)
+        result = trim(store, TOPIC, Sender())  # not offline: the ownership check reads too
+        assert result.removed == [1, 2] and listed(inner) == [3]
+        assert store.dropped == 5  # ownership, managed ledger, cursor list, cursor nodes, the re-list
+        assert store.writes == ["multi of 2"]
+
+
+def test_a_store_that_stays_down_fails_trim_with_its_error_and_writes_nothing(zk_url: str) -> None:
+    with open_store(zk_url) as inner:
+        w = ClusterWriter(inner)
+        w.managed_ledger(TOPIC, range(1, 4))
+        w.cursor(TOPIC, "sub", Position(3, 0))
+        store = FlakyReads(inner, down=True)
+        with pytest.raises(MetadataStoreUnavailable, match="injected fault"):
+            trim(store, TOPIC, Sender(), offline=True)
+        assert store.dropped == 3 and store.writes == []  # three tries of the first read, then its error
+        assert listed(inner) == [1, 2, 3]

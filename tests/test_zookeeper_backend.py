@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from kazoo import exceptions as kx
 from kazoo.client import KazooClient
 from kazoo.security import make_digest_acl
 
 from metastore import ABSENT, MetadataStoreError, MetadataStoreUnavailable, open_store
+from metastore.retry import read_retry
+from metastore.zookeeper_store import ZooKeeperMetadataStore
 from tests.harness import ZooKeeperServer, free_port
 
 
@@ -80,3 +85,50 @@ def test_server_loss_is_transient_and_recovers(tmp_path: Path) -> None:
         store.close()
     finally:
         server.stop()
+
+
+class DroppedRequests:
+    """Fault injection, in-process: stands in for one of kazoo's ``*_async`` calls and fails the
+    first ``fail_first`` requests with ``ConnectionLoss``, as during a brief reconnect; then passes
+    them on to the real call.  ``calls`` counts every attempt the store made."""
+
+    def __init__(self, real: Callable[..., Any], fail_first: int) -> None:
+        self.real = real
+        self.fail_first = fail_first
+        self.calls = 0
+
+    def __call__(self, *args: Any) -> Any:
+        self.calls += 1
+        if self.calls <= self.fail_first:
+            raise kx.ConnectionLoss("injected fault: connection dropped")
+        return self.real(*args)
+
+
+@pytest.mark.parametrize(("read", "kazoo_call", "expected"), [
+    ("get", "get_async", b"1"),
+    ("children", "get_children_async", ["x"]),
+])
+def test_a_read_is_tried_once_and_retried_only_by_the_caller(
+        zk_url: str, monkeypatch: pytest.MonkeyPatch, read: str, kazoo_call: str, expected: object) -> None:
+    """One retry layer: the store fails fast (it used to try 3 times, under callers' 3 tries = 9);
+    the caller's tenacity policy rides out the same brief outage."""
+    with open_store(zk_url) as store:
+        assert isinstance(store, ZooKeeperMetadataStore)
+        store.put("/retry/x", b"1", ABSENT)
+        path = "/retry/x" if read == "get" else "/retry"
+        fault = DroppedRequests(getattr(store._client, kazoo_call), fail_first=2)
+        monkeypatch.setattr(store._client, kazoo_call, fault)
+
+        with pytest.raises(MetadataStoreUnavailable, match=f"while accessing {path}: ConnectionLoss"):
+            getattr(store, read)(path)
+        assert fault.calls == 1
+
+        fault.calls = 0
+        result = read_retry()(getattr(store, read), path)
+        assert (result.data if read == "get" else result) == expected
+        assert fault.calls == 3  # two dropped, the third answered
+
+        fault.calls, fault.fail_first = 0, 10
+        with pytest.raises(MetadataStoreUnavailable):
+            read_retry()(getattr(store, read), path)
+        assert fault.calls == 3  # the caller's policy gives up after its own three tries

@@ -15,11 +15,15 @@ re-validates (a reset is absolute, so re-applying it is correct).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from tenacity import Retrying
 
 from metastore import CheckVersion, MetadataStore
 from metastore.formats import FormatError, ManagedLedgerInfo, decode_managed_ledger, managed_ledger_path
 from metastore.formats.node_reader import MissingNodeError, read_decoded
+from metastore.retry import read_retry
 
 from . import persistence
 from .epoch import EpochObserver, ManagedCursor
@@ -69,13 +73,19 @@ def check_position(ml: ManagedLedgerInfo, topic: str, position: Position) -> Non
 
 
 def reset_stored_cursor(store: MetadataStore, topic: str, subscription: str, position: Position, *,
-                        attempts: int = 5, observer: EpochObserver | None = None) -> ResetOutcome:
-    """Reset the stored cursor to ``position``; retries when the cursor or the ledger list moved."""
+                        attempts: int = 5, observer: EpochObserver | None = None,
+                        retry: Callable[[], Retrying] = read_retry) -> ResetOutcome:
+    """Reset the stored cursor to ``position``; retries when the cursor or the ledger list moved.
+
+    Each read is wrapped in ``retry`` (the store tries once), so a brief
+    reconnect is ridden out; the write is not, because a write whose reply
+    was lost may have been applied: the version-conflict loop re-reads instead.
+    """
     ml_path = managed_ledger_path(topic)
     for attempt in range(attempts):
-        stored = persistence.load(store, topic, subscription)
+        stored = retry()(persistence.load, store, topic, subscription)
         try:
-            ml, ml_node = read_decoded(store, ml_path, decode_managed_ledger, "managed-ledger")
+            ml, ml_node = retry()(read_decoded, store, ml_path, decode_managed_ledger, "managed-ledger")
         except MissingNodeError as e:
             raise CursorError(f"no managed-ledger node for {topic} at {ml_path}") from e
         except FormatError as e:

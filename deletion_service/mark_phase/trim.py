@@ -40,6 +40,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from tenacity import Retrying
+
 from deletion_service.broker.interface import BrokerError
 from deletion_service.errors import UserError
 from deletion_service.mark_phase import pick
@@ -57,6 +59,7 @@ from metastore.formats import (
 )
 from metastore.formats.node_reader import MissingNodeError, read_decoded
 from metastore.interface import BadVersionError, CheckVersion, MetadataStore, MultiOpError, Node, Put
+from metastore.retry import read_retry
 
 _log = logging.getLogger(__name__)
 
@@ -102,17 +105,21 @@ def trim(
     clock: Callable[[], float] = time.time,
     progress: Callable[[int, int], None] | None = None,
     offload_fallback: pick.OffloadLocation | None = None,
+    retry: Callable[[], Retrying] = read_retry,
 ) -> TrimResult:
     """``offload_fallback``: the cluster's offload settings, for offloaded ledgers whose context
-    names no driver; without it such ledgers stay listed (``TrimResult.kept`` says why)."""
+    names no driver; without it such ledgers stay listed (``TrimResult.kept`` says why).
+
+    ``retry`` wraps every read (the store tries once), so a brief reconnect is
+    ridden out; the one write is never retried (see :func:`_read_state`)."""
     try:
         name = str(parse_topic(topic))
     except (FormatError, ValueError) as e:
         raise UserError(f"invalid topic {topic!r}: {e}") from e
     if not offline:
-        _refuse_if_owned(store, name)
+        _refuse_if_owned(store, name, retry)
     ml_path = managed_ledger_path(name)
-    ml, ml_node, cursor_nodes, cursors = _read_state(store, name, ml_path)
+    ml, ml_node, cursor_nodes, cursors = _read_state(store, name, ml_path, retry)
     cursors_read = set(cursors)
     in_ledger = sorted(n for n, c in cursors.items() if not c.state_in_metadata_store)
     if in_ledger:
@@ -150,7 +157,7 @@ def trim(
     if not receipted:
         return result
 
-    changed = _cursor_set_change(cursors_read, set(store.children(ml_path)))
+    changed = _cursor_set_change(cursors_read, set(retry()(store.children, ml_path)))
     if changed:
         result.aborted = (f"the cursors of {name} changed since they were read ({changed}); nothing removed: "
                           "phase two will find the sent ledgers still in use; run trim again")
@@ -170,17 +177,22 @@ def trim(
     return result
 
 
-def _read_state(store: MetadataStore, name: str, ml_path: str
+def _read_state(store: MetadataStore, name: str, ml_path: str, retry: Callable[[], Retrying]
                 ) -> tuple[ManagedLedgerInfo, Node, dict[str, Node | None], dict[str, ManagedCursorInfo]]:
-    """Step 1: the managed ledger and every cursor, each node with the version read."""
+    """Step 1: the managed ledger and every cursor, each node with the version read.
+
+    Reads only, each wrapped in ``retry``: a read is safe to repeat.  The
+    multi-op of step 4 is not retried: a write whose reply was lost may have
+    been applied, and trim cannot tell from here.
+    """
     try:
-        ml, ml_node = read_decoded(store, ml_path, decode_managed_ledger, "managed-ledger")
+        ml, ml_node = retry()(read_decoded, store, ml_path, decode_managed_ledger, "managed-ledger")
     except MissingNodeError as e:
         raise UserError(f"no managed ledger for {name} (no node at {e.path})") from e
     except FormatError as e:
         raise UserError(f"cannot trim {name}: {e}") from e
-    cursor_paths = [f"{ml_path}/{c}" for c in store.children(ml_path)]
-    cursor_nodes = store.get_many(cursor_paths)
+    cursor_paths = [f"{ml_path}/{c}" for c in retry()(store.children, ml_path)]
+    cursor_nodes = retry()(store.get_many, cursor_paths)
     cursors = {}
     for path, node in cursor_nodes.items():
         if node is None:
@@ -202,13 +214,13 @@ def _cursor_set_change(read: set[str], now: set[str]) -> str:
     return "; ".join(parts)
 
 
-def _refuse_if_owned(store: MetadataStore, topic: str) -> None:
+def _refuse_if_owned(store: MetadataStore, topic: str, retry: Callable[[], Retrying]) -> None:
     """With the ZooKeeper-based load managers, an owned bundle has a znode under
     ``/namespace/<tenant>/<ns>``.  Any owned bundle of the namespace refuses: which
     bundle holds a topic depends on the broker's hash settings, and guessing wrong
     would edit a live broker's metadata."""
     prefix = namespace_ownership_prefix(topic)
-    owned = store.children(prefix)
+    owned = retry()(store.children, prefix)
     if owned:
         shown = ", ".join(owned[:3]) + ("…" if len(owned) > 3 else "")
         raise TrimRefused(
