@@ -16,7 +16,7 @@ from deletion_service.cursor import (
     Position,
 )
 from deletion_service.cursor.changes import Change
-from deletion_service.cursor.invariants import check_in_order, check_key_shared, check_nothing_stuck, drain
+from deletion_service.testing.cursor_invariants import check_in_order, check_key_shared, check_nothing_stuck, drain
 
 LOG = {1: 6, 2: 6, 3: 6}
 TARGETS = [Position(ledger, entry) for ledger, count in LOG.items() for entry in range(count)]

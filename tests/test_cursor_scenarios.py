@@ -25,7 +25,7 @@ from deletion_service.cursor import (
     Position,
 )
 from deletion_service.cursor.changes import Change
-from deletion_service.cursor.invariants import (
+from deletion_service.testing.cursor_invariants import (
     InvariantViolation,
     check_in_order,
     check_key_shared,

@@ -11,9 +11,11 @@ from typing import Annotated
 import typer
 
 from deletion_service import logs
+from deletion_service.broker.interface import BrokerError
 from deletion_service.cli import options
 from deletion_service.cli.commands import config, cursor, demo, dlq, inflight, inspect, mark, run, scan_orphans
 from deletion_service.errors import EXIT_FAILURE, EXIT_USAGE, UserError
+from metastore import InvalidStoreUrl, MetadataStoreError
 
 HELP = """Delete Apache Pulsar ledgers safely: the two-phase protocol of PIP-186.
 
@@ -101,9 +103,6 @@ def _configure_logging(debug: bool) -> None:
 
 def describe(e: BaseException) -> tuple[int, str]:
     """The exit code and one line for an error; unknown errors ask for --debug."""
-    from deletion_service.broker.interface import BrokerError
-    from metastore import InvalidStoreUrl, MetadataStoreError
-
     if isinstance(e, UserError):
         return e.exit_code, str(e)
     if isinstance(e, InvalidStoreUrl):

@@ -8,7 +8,6 @@ Modules, one concept each (STYLE: not one Pulsar-sized class):
 * :mod:`.log`, :mod:`.reads`, :mod:`.state`, :mod:`.dispatcher`, :mod:`.changes`
   — an in-memory dispatcher whose state changes atomically with the cursor;
 * :mod:`.seek` — the consumer (seek) epoch;
-* :mod:`.invariants` — in-order / nothing-stuck / Key_Shared checks;
 * :mod:`.persistence`, :mod:`.reset` — the cursor node in the metadata store;
 * :mod:`.metrics` — Prometheus metrics of epoch increases.
 """

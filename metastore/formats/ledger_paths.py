@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from enum import StrEnum
 from typing import Any, Protocol
 
+from metastore.interface import NoNodeError
+
 from .errors import FormatError
 
 MAX_LEDGER_ID = 2**63 - 1
@@ -142,8 +144,6 @@ def ledger_id_from_path(root: str, path: str, layout: LedgerLayout | str) -> int
 
 def _numbered(store: ChildLister, path: str, digits: int, leaf: bool) -> list[str]:
     """Children named by ``digits`` decimal digits (``L`` + digits for leaves), sorted = numeric order."""
-    from metastore.interface import NoNodeError  # local: keep this module importable alone
-
     try:
         names = store.children(path)
     except NoNodeError:

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .dispatcher import Dispatcher
-from .reads import Delivery, ReadKind
+from deletion_service.cursor.dispatcher import Dispatcher
+from deletion_service.cursor.reads import Delivery, ReadKind
 
 
 class InvariantViolation(AssertionError):
