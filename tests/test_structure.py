@@ -191,3 +191,21 @@ def test_dependencies_are_honest() -> None:
     dists_imported = {_normal(d) for t in imported for d in owners.get(t, [t])}
     unused = sorted(_declared() - dists_imported - set(NOT_IMPORTED_YET))
     assert not unused, "declared in pyproject.toml but never imported"
+
+
+def test_the_readme_layout_table_names_every_directory() -> None:
+    """A new package or top-level directory without a row leaves the next engineer guessing.
+
+    A directory counts as named when the table names its path, or its parent's row names it
+    (``formats/`` in the ``metastore/`` row) or an ancestor's row does; a package's row may be spelt ``pkg/*.py``."""
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("## Layout"):].split("\n## ", 1)[0]
+    rows = {m.group(1).removesuffix("*.py"): m.group(2)
+            for m in re.finditer(r"^\| `([^`]+)` \|(.*)$", table, flags=re.M)}
+    dirs = {p.relative_to(ROOT) for package in PACKAGES for p in [ROOT / package, *(ROOT / package).rglob("*")]
+            if p.is_dir() and (p / "__init__.py").exists()}
+    dirs |= {p.relative_to(ROOT) for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(".")
+             and p.name not in ("build", "dist", "ledger-deletion-data") and not p.name.endswith(".egg-info")}
+    unnamed = sorted(str(d) for d in dirs if f"{d}/" not in rows
+                     and not any(f"`{d.name}/`" in rows.get(f"{parent}/", "") for parent in d.parents))
+    assert unnamed == []
