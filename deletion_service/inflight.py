@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import abc
 import json
-import re
+import math
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from deletion_service.broker.interface import BrokerError
 from deletion_service.topics import DeletionTopics
 
-_SAMPLE = re.compile(r'^pulsar_subscription_back_log\{(?P<labels>[^}]*)\}\s+(?P<value>[0-9.eE+-]+)\s*$')
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+BACKLOG_METRIC = "pulsar_subscription_back_log"
 
 
 class BacklogSource(abc.ABC):
@@ -65,20 +66,38 @@ class MetricsBacklog(BacklogSource):
 
 
 def parse_backlog_metrics(text: str, subscription: str) -> dict[str, int]:
+    """topic → backlog of ``subscription``, from a Prometheus text exposition.
+
+    Prometheus' own parser reads the text, so label escapes, ordering and
+    spacing are its business, not a regex's.  Only ``pulsar_subscription_back_log``
+    samples labelled with this subscription count; a sample whose value is not a
+    finite number (NaN, ±Inf) says nothing about a count and is skipped.  A
+    partition label of ``-1`` (or none) names a non-partitioned topic.  Text the
+    parser rejects is a ``BrokerError``: a count read from half a page would be
+    silently wrong.
+    """
     out: dict[str, int] = {}
-    for line in text.splitlines():
-        m = _SAMPLE.match(line)
-        if not m:
-            continue
-        labels = dict(_LABEL.findall(m.group("labels")))
-        if labels.get("subscription") != subscription:
-            continue
-        name = f"persistent://{labels.get('namespace', '')}/{labels.get('topic', '')}"
-        partition = labels.get("partition", "")
-        if partition not in ("", "-1"):
-            name += f"-partition-{partition}"
-        out[name] = out.get(name, 0) + int(float(m.group("value")))
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name != BACKLOG_METRIC or sample.labels.get("subscription") != subscription:
+                    continue
+                if not math.isfinite(sample.value):
+                    continue
+                name = _topic_name(sample.labels)
+                out[name] = out.get(name, 0) + int(sample.value)
+    except ValueError as e:
+        raise BrokerError(f"cannot parse broker metrics: {e}") from e
     return out
+
+
+def _topic_name(labels: dict[str, str]) -> str:
+    """The full topic name Pulsar's metric labels spell in pieces (namespace, topic, partition)."""
+    name = f"persistent://{labels.get('namespace', '')}/{labels.get('topic', '')}"
+    partition = labels.get("partition", "")
+    if partition not in ("", "-1"):
+        name += f"-partition-{partition}"
+    return name
 
 
 class AdminRestBacklog(BacklogSource):

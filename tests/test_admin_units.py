@@ -1,4 +1,5 @@
-"""The admin API's pure parts: status mapping, token loading, address rules, the committed OpenAPI."""
+"""The admin API's pure parts: status mapping, token loading, address rules, the committed OpenAPI,
+and the parse of the broker metrics behind the in-flight estimate."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from deletion_service.admin.deps import _hosts
 from deletion_service.admin.outcomes import HttpOutcome, http_answer
 from deletion_service.admin.server import is_loopback, parse_address
 from deletion_service.admin.token import TOKEN_ENV, load_admin_token
+from deletion_service.broker.interface import BrokerError
 from deletion_service.errors import UserError
+from deletion_service.inflight import parse_backlog_metrics
 from deletion_service.service import SyncResult
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -103,3 +106,34 @@ def test_openapi_documents_every_route_and_status() -> None:
     assert delete["security"] == [{"adminToken": []}]
     inflight = ops[("GET", "/admin/v2/broker-stats/estimated-inflight-deletion-ledger-count")]
     assert inflight["responses"]["200"]["content"]["application/json"]["schema"]["type"] == "integer"
+
+
+# What pulsar-lite's /metrics prints (abridged), with a few lines a regex would have to get right.
+_METRICS = """\
+# HELP pulsar_subscription_back_log Unacknowledged stored entries
+# TYPE pulsar_subscription_back_log gauge
+pulsar_subscription_back_log{partition="0",namespace="tn/ns",subscription="ledger-deletion",topic="x"} 1
+pulsar_subscription_back_log{cluster="c",namespace="tn/ns",partition="1",subscription="ledger-deletion",topic="x"} 2
+pulsar_subscription_back_log{namespace="tn/ns",partition="-1",subscription="ledger-deletion",topic="plain"} 4.0
+pulsar_subscription_back_log{namespace="tn/ns",subscription="ledger-deletion",topic="plain"} 1e1
+pulsar_subscription_back_log{namespace="tn/ns",subscription="ledger-deletion",topic="nan"} NaN
+pulsar_subscription_back_log{namespace="tn/ns",subscription="other",topic="x",partition="0"} 9
+# HELP pulsar_subscription_msg_backlog_other Not the backlog metric
+# TYPE pulsar_subscription_msg_backlog_other gauge
+pulsar_subscription_msg_backlog_other{namespace="tn/ns",subscription="ledger-deletion",topic="x"} 50
+"""
+
+
+def test_backlog_metrics_count_only_the_subscriptions_finite_backlog_samples() -> None:
+    assert parse_backlog_metrics(_METRICS, "ledger-deletion") == {
+        "persistent://tn/ns/x-partition-0": 1,
+        "persistent://tn/ns/x-partition-1": 2,
+        "persistent://tn/ns/plain": 14,  # partition -1 and no partition both name the bare topic
+    }
+    assert parse_backlog_metrics(_METRICS, "other") == {"persistent://tn/ns/x-partition-0": 9}
+    assert parse_backlog_metrics("", "ledger-deletion") == {}
+
+
+def test_unparseable_metrics_are_a_broker_error_not_a_zero() -> None:
+    with pytest.raises(BrokerError, match="cannot parse broker metrics"):
+        parse_backlog_metrics('pulsar_subscription_back_log{subscription="ledger-deletion" 3\n', "ledger-deletion")
