@@ -1,6 +1,6 @@
 """Response models and the request schema, as the OpenAPI document shows them.
 
-The request body is read and validated by hand (see ``app.py``: the contract
+The request body is read and validated by hand (see ``request_body.py``: the contract
 wants 400 for an invalid payload, FastAPI's automatic validation answers 422,
 which this API reserves for "metadata mismatch"), so its schema is attached
 here: :class:`DeleteLedgerPayload`'s own JSON schema plus the rules its
