@@ -234,10 +234,10 @@ def test_references_cover_every_kind_of_ledger() -> None:
 DELETE_RESULTS = [DeleteResult(DeleteStatus.DELETED), DeleteResult(DeleteStatus.ABSENT),
                   DeleteResult(DeleteStatus.BAD_VERSION), DeleteResult(DeleteStatus.TRANSIENT, "timeout"),
                   DeleteResult(DeleteStatus.FAILED, "access denied"), DeleteResult(DeleteStatus.DRY_RUN)]
-EXPECTED = {  # (status, budget left?) -> verdict
-    DeleteStatus.ABSENT: Verdict.ACK_ABSENT,
-    DeleteStatus.FAILED: Verdict.DLQ,
-    DeleteStatus.DRY_RUN: Verdict.DRY_RUN,
+EXPECTED = {  # status -> (verdict, kind), for the statuses that do not depend on the retry budget
+    DeleteStatus.ABSENT: (Verdict.ACK_ABSENT, Kind.NONE),
+    DeleteStatus.FAILED: (Verdict.DLQ, Kind.DELETE_FAILED),
+    DeleteStatus.DRY_RUN: (Verdict.DRY_RUN, Kind.NONE),
 }
 
 
@@ -246,13 +246,17 @@ EXPECTED = {  # (status, budget left?) -> verdict
 def test_every_delete_result_settles(verdict: Verdict, result: DeleteResult, attempts: int) -> None:
     final = decision.settle_delete(Action(verdict, "verified", bookkeeper_version=1), result, attempts, POLICY)
     if result.status == DeleteStatus.DELETED:
-        expected = verdict
+        expected = (verdict, Kind.NONE)
     elif result.status in EXPECTED:
         expected = EXPECTED[result.status]
-    else:  # bad version and transient: retried until the budget is spent
-        expected = Verdict.RECONSUME if attempts < POLICY.max_retries else Verdict.DLQ
-    assert final.verdict == expected
+    elif attempts < POLICY.max_retries:  # bad version and transient: retried until the budget is spent
+        expected = (Verdict.RECONSUME, Kind.TRANSIENT)
+    else:
+        expected = (Verdict.DLQ, Kind.MAX_RETRIES)
+    assert (final.verdict, final.kind) == expected
+    if final.verdict == Verdict.RECONSUME:
+        assert final.delay_s == POLICY.reconsume_later_s
     if result.status == DeleteStatus.FAILED:
-        assert final.kind == Kind.DELETE_FAILED and "access denied" in final.reason
+        assert "access denied" in final.reason
     if result.status == DeleteStatus.DRY_RUN:
         assert decision.outcome_of(final) == Outcome.WOULD_DELETE
