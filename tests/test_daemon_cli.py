@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -188,12 +189,14 @@ def test_sigterm_mid_batch_loses_nothing(data_dir: Path, tmp_path: Path) -> None
 
 
 def test_a_killed_daemons_broker_is_found_and_replaced(data_dir: Path) -> None:
-    proc = _start_daemon(data_dir)
+    port = free_port()
+    proc = _start_daemon(data_dir, port=port)
     broker = EmbeddedBroker(data_dir)
     wait_until(lambda: broker.read_info() is not None, 30, "broker.json")
     old = broker.read_info()
     assert old is not None
-    time.sleep(1)
+    # Killed while running, not while starting: the admin API answers once the daemon is up.
+    wait_until(lambda: _answers(f"http://127.0.0.1:{port}/healthz"), 30, "the admin API", proc=proc)
     proc.kill()
     proc.wait(10)
     assert broker.is_ours_and_alive(old), "the broker outlives a SIGKILLed daemon"
@@ -258,8 +261,6 @@ def test_config_show_precedence_and_masking(tmp_path: Path) -> None:
 
 
 def test_metrics_and_inflight_answer_while_running(data_dir: Path, tmp_path: Path) -> None:
-    import urllib.request
-
     data_dir.mkdir()
     seed(f"sqlite:///{data_dir / 'metadata.db'}", range(1, 4))
     assert (
@@ -309,8 +310,6 @@ def test_metrics_and_inflight_answer_while_running(data_dir: Path, tmp_path: Pat
 
 
 def _answers(url: str) -> bool:
-    import urllib.request
-
     try:
         with urllib.request.urlopen(url, timeout=1):
             return True
