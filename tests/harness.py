@@ -31,14 +31,18 @@ port_answers = embedded_broker.port_answers
 
 
 def wait_until(check: Callable[[], bool], timeout: float, what: str, proc: subprocess.Popen | None = None,
-               log_path: Path | None = None) -> None:
+               log_path: Path | None = None, interval: float = 0.05) -> None:
+    """Poll ``check`` every ``interval`` seconds until it holds; fail after ``timeout`` naming ``what``.
+
+    A longer ``interval`` suits a check that is itself a request to a server under test, so the
+    waiting does not become the load."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"{what} exited with {proc.returncode} before it was ready\n{_tail(log_path)}")
         if check():
             return
-        time.sleep(0.05)
+        time.sleep(interval)
     raise RuntimeError(f"{what} not ready within {timeout}s\n{_tail(log_path)}")
 
 

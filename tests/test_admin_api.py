@@ -32,7 +32,7 @@ from metastore import open_store
 from metastore.formats import Position
 from metastore.interface import MetadataStore
 from tests.deletion_world import DAY_MS, World, make_world, now_ms, request
-from tests.harness import PulsarLiteBroker, ZooKeeperServer, free_port
+from tests.harness import PulsarLiteBroker, ZooKeeperServer, free_port, wait_until
 
 DELETE = "/admin/v2/ledger-deletion/delete"
 INFLIGHT = "/admin/v2/broker-stats/estimated-inflight-deletion-ledger-count"
@@ -220,7 +220,8 @@ def test_dependency_down_is_503(tmp_path: Path, zookeeper: ZooKeeperServer, puls
                 assert "metadataStore" in ready.body["reason"]
                 assert s.call("GET", "/healthz").status == 200
                 private.start()  # same port: the ledger is still there, and now it goes
-                _until(lambda: s.call("GET", "/readyz").status == 200, 30)
+                wait_until(lambda: s.call("GET", "/readyz").status == 200, 30, "readiness after ZooKeeper's return",
+                           interval=0.5)
                 assert s.delete(60).body["outcome"] == "deleted"
         finally:
             store.close()
@@ -238,7 +239,8 @@ def test_estimated_inflight_counts_sent_unconsumed_requests(stack: Stack) -> Non
     for lid in (70, 71, 72, 73, 74):  # spread over both partitions
         stack.world.service.send_pending_delete(request(TOPIC, lid))
     # pulsar-lite refreshes /metrics about every 10 s
-    _until(lambda: stack.call("GET", INFLIGHT).body == 5, 25)
+    wait_until(lambda: stack.call("GET", INFLIGHT).body == 5, 25, "the five requests in the in-flight estimate",
+               interval=0.5)
     reply = stack.call("GET", INFLIGHT)
     assert reply.headers["content-type"] == "application/json" and isinstance(reply.body, int)
 
@@ -304,10 +306,3 @@ def test_stop_is_graceful_and_frees_the_port(stack: Stack) -> None:
     server.stop()
     again = AdminServer(stack.server.app, f"127.0.0.1:{port}", token_configured=False).start()
     again.stop()
-
-
-def _until(check: Any, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, f"not true within {timeout_s}s"
-        time.sleep(0.5)

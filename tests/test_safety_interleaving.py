@@ -77,7 +77,7 @@ from metastore.formats import (
 )
 from offloaders.interface import java_uuid
 from tests.deletion_world import S3Bucket, make_world, now_ms
-from tests.harness import MotoS3Server, PulsarLiteBroker, ZooKeeperServer
+from tests.harness import MotoS3Server, PulsarLiteBroker, ZooKeeperServer, wait_until
 from tests.safety_checker import SafetyChecker, Snapshot, Violation
 
 SEED = int(os.environ.get("SAFETY_SEED") or random.SystemRandom().randrange(2**31))
@@ -864,13 +864,13 @@ def test_trim_racing_the_daemon_leaks_without_the_grace_and_the_checker_says_so(
 
     def send_and_wait_for_the_daemon(request: PendingDeleteLedgerInfo) -> str:
         message_id = c.send_request(request, "trim", 0)
-        _until(lambda: seen(request.to_json(), terminal=False), 30, "the daemon to look at the request")
+        wait_until(lambda: seen(request.to_json(), terminal=False), 30, "the daemon to look at the request")
         return message_id
 
     result = trim(c.admin, topic, send_and_wait_for_the_daemon, offline=True)
     assert result.removed == ledgers[:2]
     c.truth.trimmed |= set(result.removed)
-    _until(lambda: all(seen(s.payload, terminal=True) for s in c.truth.sent), 30, "every request to settle")
+    wait_until(lambda: all(seen(s.payload, terminal=True) for s in c.truth.sent), 30, "every request to settle")
     leaks = c.checker.no_leak(c.checker.snapshot(), c.truth.trimmed)
     outcomes = sorted(s.outcome.value for s, _ in c.settled if s.outcome.value != "reconsumed")
     if c.daemon.service.config.two_phase_deletion_in_use_grace_seconds == 0:
@@ -879,13 +879,6 @@ def test_trim_racing_the_daemon_leaks_without_the_grace_and_the_checker_says_so(
     else:
         assert outcomes == ["deleted"] * 2
         assert leaks == []
-
-
-def _until(check: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, f"waited {timeout_s}s for {what}"
-        time.sleep(0.05)
 
 #
 # A checker that never fails proves nothing: each test below breaks one invariant behind the
