@@ -65,3 +65,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     if report.when == "call" and report.failed:
         for server in _started:
             report.sections.append((f"{server.name} log (tail)", server.log_tail()))
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """One local SparkSession for the whole run (starting one costs seconds): two task slots,
+    as the CI machine has two cores."""
+    from deletion_service.orphans.spark import session
+
+    spark = session("local[2]")
+    yield spark
+    spark.stop()
