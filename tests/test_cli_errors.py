@@ -62,8 +62,10 @@ def test_unknown_subcommand_is_usage_error() -> None:
     assert r.returncode == 2 and "No such command" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_unbuilt_commands_say_so() -> None:
-    run_cli("scan-orphans").assert_one_line_error(1, "'scan-orphans' is not built yet")
+def test_scan_orphans_refuses_bad_input_before_starting_spark(tmp_path: Path) -> None:
+    run_cli("scan-orphans", "--min-age", "yesterday").assert_one_line_error(2, "--min-age expects a duration")
+    run_cli("scan-orphans", "--data-dir", str(tmp_path / "never")).assert_one_line_error(
+        1, "no embedded metadata store")
 
 
 def test_help_lists_the_contract() -> None:

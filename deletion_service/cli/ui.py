@@ -14,3 +14,13 @@ def progress(enabled: bool) -> Progress:
 
 def ids(values: list[int], limit: int = 20) -> str:
     return ", ".join(map(str, values[:limit])) + (f" … (+{len(values) - limit})" if len(values) > limit else "")
+
+
+def size(n: int) -> str:
+    """Bytes for people: 1.5 GiB, 320 KiB, 12 B."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")

@@ -10,14 +10,20 @@ from __future__ import annotations
 import os
 import sys
 
+from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
-DEFAULT_MASTER = "local[*]"
+from deletion_service.orphans.scan_options import DEFAULT_MASTER
 
 
-def session(master: str = DEFAULT_MASTER, app_name: str = "ledger-deletion scan-orphans",
+def session(master: str | None = None, app_name: str = "ledger-deletion scan-orphans",
             debug: bool = False, conf: dict[str, str] | None = None) -> SparkSession:
-    """Get or create the session.  On a local master Spark binds to loopback only."""
+    """Get or create the session.  On a local master Spark binds to loopback only.
+
+    ``master`` None: the master ``spark-submit --master`` chose, else ``local[*]``.  Setting
+    ``local[*]`` unconditionally would quietly run a submitted job on the driver alone."""
+    if master is None:
+        master = SparkConf().get("spark.master", DEFAULT_MASTER)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if master.startswith("local"):

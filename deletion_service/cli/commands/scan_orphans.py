@@ -1,26 +1,123 @@
-"""``scan-orphans``: declared with its contract options but not built yet.
+"""``scan-orphans``: find ledgers and offloaded objects nothing references, at cluster scale with Spark.
 
-Registered so ``--help`` already teaches the whole tool; calling it exits 1
-saying so.  The PySpark orphan pipeline (its own issue) builds it here.
+Read-only and safe next to live brokers unless ``--enqueue``, and even then it only
+sends ``reason: orphan`` requests: the delete phase re-verifies each one.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.console import Console
+from rich.table import Table
 
-from deletion_service.errors import NotBuiltYet
+from deletion_service.cli import connections, options, settings, ui
+from deletion_service.cli.options import CommonOptions
+from deletion_service.config import DeletionConfig
+from deletion_service.orphans.scan_options import DEFAULT_MASTER, DEFAULT_MIN_AGE, parse_duration
+
+if TYPE_CHECKING:
+    from deletion_service.orphans.scan import ScanOutcome, ScanSources
+
+HELP = """Find orphan ledgers (in BookKeeper, `application=pulsar`, CLOSED, older than --min-age,
+referenced nowhere), orphan offloaded objects, and **missing ledgers** (referenced but absent
+from storage: a data-loss alarm).  Dry-run unless --enqueue, which sends each orphan ledger to
+the deletion topic as a `reason: orphan` request for the daemon to verify and delete.
+
+Runs on Spark: `local[*]` by default, or a cluster with --spark-master (or under `spark-submit`).
+"""
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("scan-orphans", help="Find orphan ledgers at cluster scale with Spark (dry-run unless --enqueue).")
-    def scan_orphans(
-        output: Annotated[Path | None, typer.Option(help="directory for parquet files and report.html")] = None,
-        min_age: Annotated[str, typer.Option(help="ignore ledgers younger than this, e.g. 1d, 6h")] = "1d",
-        enqueue: Annotated[bool, typer.Option(help="send orphan ledgers to the deletion topic")] = False,
-        spark_master: Annotated[str, typer.Option(help="Spark master URL")] = "local[*]",
-        snapshot: Annotated[Path | None, typer.Option(help="read a metadata snapshot instead of the store")] = None,
-    ) -> None:
-        raise NotBuiltYet("scan-orphans")
+    app.command("scan-orphans", help=HELP)(scan_orphans)
+
+
+def scan_orphans(
+    ctx: typer.Context,
+    output: Annotated[Path | None, typer.Option(
+        help="directory for orphan_ledgers.parquet, missing_ledgers.parquet, orphan_objects.parquet, "
+             "summary.json and report.html")] = None,
+    min_age: Annotated[str, typer.Option(help="ignore ledgers and objects younger than this: 1d, 6h, 90m, 2w")] = (
+        DEFAULT_MIN_AGE),
+    enqueue: Annotated[bool, typer.Option(help="send orphan ledgers to the deletion topic (default: report only)")] = (
+        False),
+    spark_master: Annotated[str | None, typer.Option(
+        help=f"Spark master URL, e.g. spark://host:7077; default: spark-submit's --master, else {DEFAULT_MASTER}",
+        show_default=False)] = None,
+    snapshot: Annotated[Path | None, typer.Option(
+        help="read the inventories from this directory if it holds a snapshot (offline re-run); "
+             "else scan and save them there as Parquet")] = None,
+) -> None:
+    # pyspark loads only for this command: every other command starts faster without it
+    from deletion_service.orphans.scan import run_scan
+    from deletion_service.orphans.spark import session
+
+    opts = options.get(ctx)
+    cfg = settings.load(opts).config
+    min_age_s = parse_duration(min_age)
+    console = Console(stderr=True)
+    sources = _sources(opts, cfg) if snapshot is None or not (snapshot / "bk_ledgers.parquet").exists() else None
+    with console.status("starting Spark…") as status:
+        spark = session(spark_master, debug=opts.debug)
+        try:
+            outcome = run_scan(spark, sources, min_age_s, output, snapshot, step=lambda s: status.update(s + "…"))
+            enqueued = _enqueue(opts, cfg, outcome) if enqueue else None
+        finally:
+            spark.stop()
+    _print(opts, outcome, enqueued, output)
+
+
+def _sources(opts: CommonOptions, cfg: DeletionConfig) -> ScanSources:
+    from deletion_service.orphans.inventory import StoreSpec
+    from deletion_service.orphans.scan import ScanSources
+
+    for bookkeeper in (False, True):  # a read-only command: refuse an embedded store that does not exist
+        connections.open_metadata_store(opts, cfg, bookkeeper=bookkeeper, must_exist=True).close()
+    digest = cfg.metadata_store_digest_file
+    base = cfg.offload_file_system_base_dir
+    if base is None and opts.embedded:
+        base = Path(opts.data_dir).absolute() / "offload"
+    return ScanSources(StoreSpec(connections.store_url(opts), digest),
+                       StoreSpec(connections.store_url(opts, bookkeeper=True), digest), cfg, base)
+
+
+def _enqueue(opts: CommonOptions, cfg: DeletionConfig, outcome: ScanOutcome) -> dict:
+    from deletion_service.orphans.enqueue import enqueue_orphans
+
+    total = outcome.data.summary.orphan_ledgers
+    with connections.publisher(opts, cfg) as publisher, ui.progress(total > 0 and not opts.json) as bar:
+        task = bar.add_task("enqueueing orphans", total=total)
+        result = enqueue_orphans(outcome.results.orphan_ledgers, publisher.send_request,
+                                 progress=lambda n: bar.update(task, completed=n))
+    return result.to_json()
+
+
+def _print(opts: CommonOptions, outcome: ScanOutcome, enqueued: dict | None, output: Path | None) -> None:
+    summary = outcome.data.summary.to_json()
+    if opts.json:
+        typer.echo(json.dumps({**summary, "enqueued": enqueued, "fromSnapshot": outcome.from_snapshot,
+                               "written": [str(p) for p in outcome.written]}))
+        return
+    console = Console()
+    table = Table(title="orphan scan" + (" (from a snapshot)" if outcome.from_snapshot else ""), show_header=False)
+    if summary["missingLedgers"]:
+        table.add_row("[bold red]missing ledgers (referenced, absent)", str(summary["missingLedgers"]))
+    table.add_row("orphan ledgers", f"{summary['orphanLedgers']} ({ui.size(summary['orphanLedgerBytes'])})")
+    table.add_row("orphan offloaded objects",
+                  f"{summary['orphanOffloadedObjects']} ({ui.size(summary['orphanObjectBytes'])})")
+    table.add_row("scanned", f"{summary['scannedLedgers']} ledgers, {summary['references']} references, "
+                             f"{summary['scannedObjects']} objects")
+    if enqueued is not None:
+        table.add_row("enqueued", str(enqueued["sent"]))
+        for why, n in enqueued["skipped"].items():
+            table.add_row("[yellow]not enqueued", f"{n}: {why}")
+    console.print(table)
+    if output is not None:
+        console.print(f"Report: {output / 'report.html'}")
+    else:
+        console.print("Add --output DIR for the Parquet tables and report.html.")
+    if enqueued is None and summary["orphanLedgers"]:
+        console.print("Dry run: nothing was sent. Add --enqueue to have the daemon verify and delete them.")
