@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 apt_missing=()
 [ -f /usr/share/java/zookeeper.jar ] || apt_missing+=(zookeeper)
 command -v promtool >/dev/null 2>&1 || apt_missing+=(prometheus)  # promtool checks the alert rules
+[ -x /usr/bin/chromium ] || apt_missing+=(chromium)  # playwright opens report.html in it (no browser download)
 if [ ${#apt_missing[@]} -gt 0 ]; then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   echo "installing Debian packages: ${apt_missing[*]}"
