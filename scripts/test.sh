@@ -19,6 +19,7 @@ if [ ${#apt_missing[@]} -gt 0 ]; then
 fi
 
 bash scripts/venv.sh
+export PATH="$PWD/.venv/bin:$PATH"  # tools the tests start (schemathesis, moto_server) come from the venv
 py=.venv/bin/python
 $py -m pip install -q --disable-pip-version-check -e '.[test]'
 $py -m ruff check .
