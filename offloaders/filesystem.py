@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import struct
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
@@ -28,18 +29,23 @@ from metastore.formats.custom_metadata import MANAGED_LEDGER_NAME_FIELD
 from offloaders.allow_list import FILESYSTEM_DRIVERS, AllowList, decide
 from offloaders.index_format import IndexFormatError, parse_ledger_metadata_format, read_mapfile_metadata_record
 from offloaders.interface import (
+    UUID_PATTERN,
     IndexFacts,
     IndexKind,
     IndexRef,
     IndexState,
+    Located,
     ObjectDeleteOutcome,
     ObjectHead,
+    ObjectKind,
+    ObjectName,
     Offloader,
     OffloadError,
     OffloadNotAllowedError,
     OffloadTarget,
     OffloadTargetError,
     OffloadTransientError,
+    StorageLocation,
     unique,
 )
 
@@ -66,6 +72,19 @@ def map_os_error(err: OSError, what: str) -> OffloadError:
 def mapfile_dir_name(ledger_id: int, uuid_text: str) -> str:
     """Upstream ``getDataFilePath``: ``<ledgerId>-<uuid>``."""
     return f"{ledger_id}-{uuid_text}"
+
+
+#: Directory levels of a managed-ledger name (``tenant/ns/persistent/<encoded topic>``) under the root.
+ML_NAME_LEVELS = 4
+#: An object name as :meth:`FileSystemOffloader.object_names` makes it: ``<ml name>/<ledgerId>-<uuid>``.
+_OBJECT_NAME = re.compile(rf"[^/]+/[^/]+/persistent/[^/]+/(0|[1-9][0-9]{{0,18}})-({UUID_PATTERN})")
+_INT64_MAX = (1 << 63) - 1
+
+
+def _files_size(directory: str) -> int:
+    """Bytes of the plain files directly in ``directory`` (a MapFile's parts), as :meth:`head` counts."""
+    with os.scandir(directory) as it:
+        return sum(c.stat(follow_symlinks=False).st_size for c in it if c.is_file(follow_symlinks=False))
 
 
 def _safe_relative(text: str, what: str) -> PurePosixPath:
@@ -103,7 +122,7 @@ class FileSystemOffloader(Offloader):
     def _base(self) -> Path:
         return self.base_dir.resolve()
 
-    def _root(self, target: OffloadTarget) -> Path:
+    def _root(self, target: Located) -> Path:
         base = self._base()
         raw = (target.driver_metadata.get(STORAGE_BASE_PATH_KEY) or "").strip()
         if not raw or raw == "null":  # upstream writes "null" when hadoop.tmp.dir is unset
@@ -184,6 +203,48 @@ class FileSystemOffloader(Offloader):
             return ObjectDeleteOutcome.ABSENT
         except OSError as e:
             raise map_os_error(e, f"delete {path}") from e
+
+    # ------------------------------------------------------------------ listing
+
+    def list_objects(self, where: StorageLocation, prefix: str = "",
+                     start_after: str | None = None) -> Iterator[ObjectHead]:
+        """Every entry ``<ml name>/<entry>`` five levels below the root (where upstream's layout
+        puts a ledger's MapFile directory), named relative to the root, in name order.
+
+        Symlinks are not followed, so a listing never leaves the base directory; a
+        missing root is a :class:`OffloadTargetError` (a wrong path is not "empty")."""
+        if where.driver_name.strip().lower() not in self.driver_names:
+            raise OffloadNotAllowedError(f"driver {where.driver_name!r} is not served by the filesystem offloader")
+        decision = decide(self.allow, where.driver_name)
+        if not decision:
+            raise OffloadNotAllowedError(decision.reason)
+        root = self._root(where)
+        if not root.is_dir():
+            raise OffloadTargetError(f"filesystem offload root {root} is not a directory")
+        try:
+            heads = sorted(self._entries(root, root, ML_NAME_LEVELS), key=lambda h: h.name)
+        except OSError as e:
+            raise map_os_error(e, f"list {root}") from e
+        return iter([h for h in heads if h.name.startswith(prefix) and (not start_after or h.name > start_after)])
+
+    def _entries(self, root: Path, directory: Path, levels: int) -> Iterator[ObjectHead]:
+        with os.scandir(directory) as it:
+            entries = list(it)
+        for entry in entries:
+            if levels > 0:
+                if entry.is_dir(follow_symlinks=False):
+                    yield from self._entries(root, Path(entry.path), levels - 1)
+                continue
+            stat = entry.stat(follow_symlinks=False)
+            size = _files_size(entry.path) if entry.is_dir(follow_symlinks=False) else stat.st_size
+            yield ObjectHead(Path(entry.path).relative_to(root).as_posix(), size, {}, int(stat.st_mtime * 1000))
+
+    def describe_object(self, name: str) -> ObjectName:
+        """``<ml name>/<ledgerId>-<uuid>``: one MapFile directory holds a ledger's data and index."""
+        match = _OBJECT_NAME.fullmatch(name)
+        if match is None or int(match.group(1)) > _INT64_MAX:
+            return ObjectName(ObjectKind.OTHER)
+        return ObjectName(ObjectKind.DATA, match.group(2), int(match.group(1)))
 
     # ------------------------------------------------------------------ index facts
 

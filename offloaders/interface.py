@@ -16,6 +16,12 @@ Deleting them safely takes four steps, each a method here:
 4. delete, where an object already gone counts as success (the delete phase is
    retried and must be idempotent).
 
+The orphan scan needs one more thing, and it lives here for the same reason:
+:meth:`Offloader.list_objects` lists what a :class:`StorageLocation` holds and
+:meth:`Offloader.describe_object` reads an object's name back into (kind, uuid,
+ledger id), so protocol code learns what is stored without knowing boto3 or a
+driver's directory layout.
+
 Errors are typed by what the caller should do next: retry
 (``OffloadTransientError``), ack without deleting (``OffloadNotAllowedError``),
 or send to the DLQ (``OffloadTargetError``).
@@ -24,8 +30,9 @@ or send to the DLQ (``OffloadTargetError``).
 from __future__ import annotations
 
 import abc
+import re
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar
@@ -98,6 +105,46 @@ def ledger_index_name(uuid_text: str, ledger_id: int) -> str:
 def segment_index_name(uuid_text: str) -> str:
     """Upstream ``DataBlockUtils.indexBlockOffloadKey(uuid)`` (streaming offload)."""
     return f"{uuid_text}-index"
+
+
+class ObjectKind(StrEnum):
+    """What an object's name says it is (the inverse of the naming functions above)."""
+
+    DATA = "data"  # <uuid>-ledger-<id> (or a filesystem MapFile directory)
+    INDEX = "index"  # <uuid>-ledger-<id>-index
+    SEGMENT = "segment"  # <uuid>
+    SEGMENT_INDEX = "segment-index"  # <uuid>-index
+    OTHER = "other"  # not a name an offloader writes
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectName:
+    """An object's name read back: its kind, and the uuid and ledger id it names (None when it names none)."""
+
+    kind: ObjectKind
+    uuid: str | None = None
+    ledger_id: int | None = None
+
+
+#: ``java.util.UUID#toString``: lower-case hex, 8-4-4-4-12.
+UUID_PATTERN = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+#: Ledger ids as ``%d`` writes them (no leading zeros), so a parsed name always names itself back.
+_OBJECT_NAME = re.compile(rf"({UUID_PATTERN})(?:-ledger-(0|[1-9][0-9]{{0,18}}))?(-index)?")
+
+
+def parse_object_name(name: str) -> ObjectName:
+    """Inverse of :func:`ledger_data_name`, :func:`ledger_index_name`, :func:`segment_index_name`
+    and a bare segment uuid; anything else (or a ledger id past int64) is :attr:`ObjectKind.OTHER`."""
+    match = _OBJECT_NAME.fullmatch(name)
+    if match is None:
+        return ObjectName(ObjectKind.OTHER)
+    uuid_text, ledger, index = match.groups()
+    if ledger is None:
+        return ObjectName(ObjectKind.SEGMENT_INDEX if index else ObjectKind.SEGMENT, uuid_text)
+    ledger_id = int(ledger)
+    if ledger_id > _INT64_MAX:
+        return ObjectName(ObjectKind.OTHER)
+    return ObjectName(ObjectKind.INDEX if index else ObjectKind.DATA, uuid_text, ledger_id)
 
 
 # --------------------------------------------------------------------------- target
@@ -174,6 +221,25 @@ class OffloadTarget:
             )
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"invalid offloadContext: {e}") from e
+
+
+@dataclass(frozen=True, slots=True)
+class StorageLocation:
+    """Where a driver keeps objects, naming no ledger: what listing needs.
+
+    The same two fields as :class:`OffloadTarget` (``driver_name``, ``driver_metadata``:
+    ``bucket``/``region``/``serviceEndpoint``, or ``storageBasePath``), so the
+    allow-list judges a listing exactly as it judges a deletion."""
+
+    driver_name: str
+    driver_metadata: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "driver_metadata", dict(self.driver_metadata))
+
+
+#: What the allow-list and a backend's addressing read: a target, or a bare location.
+Located = OffloadTarget | StorageLocation
 
 
 # --------------------------------------------------------------------------- results
@@ -274,6 +340,21 @@ class Offloader(abc.ABC):
     @abc.abstractmethod
     def check_allowed(self, target: OffloadTarget) -> None:
         """Raise :class:`OffloadNotAllowedError` unless the target is allowed."""
+
+    @abc.abstractmethod
+    def list_objects(self, where: StorageLocation, prefix: str = "",
+                     start_after: str | None = None) -> Iterator[ObjectHead]:
+        """Every object at ``where`` whose name starts with ``prefix`` and sorts after
+        ``start_after``, in name order, lazily (a caller may stop early).
+
+        For the orphan scan, which splits one bucket's listing into ranges of names
+        and lists them in parallel.  ``user_metadata`` is empty (a listing does not
+        return it).  Checks the allow-list first; storage trouble raises the usual
+        typed errors (a missing bucket is an :class:`OffloadTargetError`, never "empty")."""
+
+    def describe_object(self, name: str) -> ObjectName:
+        """What an object's name says: kind, uuid, ledger id (the S3 family's names by default)."""
+        return parse_object_name(name)
 
     def object_names(self, target: OffloadTarget) -> list[str]:
         """Every object that makes up the ledger's offloaded copy, data before index.

@@ -15,7 +15,7 @@ storms do not multiply.  Errors are mapped once, in :func:`map_client_error`.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, ClassVar, TypeVar
 
 import boto3
@@ -37,6 +37,7 @@ from offloaders.interface import (
     IndexKind,
     IndexRef,
     IndexState,
+    Located,
     ObjectDeleteOutcome,
     ObjectHead,
     Offloader,
@@ -45,6 +46,7 @@ from offloaders.interface import (
     OffloadTarget,
     OffloadTargetError,
     OffloadTransientError,
+    StorageLocation,
     unique,
 )
 
@@ -120,7 +122,7 @@ class S3Offloader(Offloader):
     # ------------------------------------------------------------------ location
 
     @staticmethod
-    def location(target: OffloadTarget) -> tuple[str, str, str]:
+    def location(target: Located) -> tuple[str, str, str]:
         """(bucket, region, endpoint) from driver metadata; '' when unset."""
         md = target.driver_metadata
         bucket = (md.get("bucket") or "").strip()
@@ -128,7 +130,7 @@ class S3Offloader(Offloader):
         endpoint = (md.get("serviceEndpoint") or md.get("endpoint") or "").strip()
         return bucket, region, endpoint
 
-    def check_allowed(self, target: OffloadTarget) -> None:
+    def check_allowed(self, target: Located) -> None:
         if target.driver_name.strip().lower() not in self.driver_names:
             raise OffloadNotAllowedError(f"driver {target.driver_name!r} is not served by the S3 offloader")
         bucket, _region, endpoint = self.location(target)
@@ -136,7 +138,7 @@ class S3Offloader(Offloader):
         if not decision:
             raise OffloadNotAllowedError(decision.reason)
 
-    def _client(self, target: OffloadTarget) -> tuple[Any, str]:
+    def _client(self, target: Located) -> tuple[Any, str]:
         bucket, region, endpoint = self.location(target)
         if endpoint and "://" not in endpoint:
             endpoint = "https://" + endpoint
@@ -260,6 +262,35 @@ class S3Offloader(Offloader):
         if transient:
             raise OffloadTransientError(f"{what}: " + "; ".join(transient))
         return out
+
+    # ------------------------------------------------------------------ listing
+
+    def list_objects(self, where: StorageLocation, prefix: str = "",
+                     start_after: str | None = None) -> Iterator[ObjectHead]:
+        """``ListObjectsV2`` pages, lazily: S3 returns keys in UTF-8 binary order, so a
+        caller listing a range of names stops as soon as it is past the range's end."""
+        self.check_allowed(where)  # before the generator: a refusal is raised at the call
+        client, bucket = self._client(where)
+        request: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+        if start_after:
+            request["StartAfter"] = start_after
+        return self._pages(client.get_paginator("list_objects_v2").paginate(**request),
+                           f"LIST s3://{bucket}/{prefix}*")
+
+    @staticmethod
+    def _pages(pages: Iterable[dict[str, Any]], what: str) -> Iterator[ObjectHead]:
+        iterator = iter(pages)
+        while True:
+            try:
+                page = next(iterator)
+            except StopIteration:
+                return
+            except (ClientError, BotoCoreError) as e:  # NoSuchBucket included: a listing of nothing is a lie
+                raise map_client_error(e, what) from e
+            for item in page.get("Contents") or ():
+                modified = item.get("LastModified")
+                yield ObjectHead(str(item["Key"]), int(item.get("Size", 0)), {},
+                                 int(modified.timestamp() * 1000) if modified is not None else None)
 
     # ------------------------------------------------------------------ index facts
 
