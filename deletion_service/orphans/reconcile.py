@@ -1,0 +1,295 @@
+"""Reconciliation: what storage holds against what Pulsar references, as Spark joins.
+
+Every rule that decides "orphan" or "missing" lives here, and nothing here does I/O:
+the inventories come in as DataFrames, the results go out as DataFrames (columns of
+:mod:`.schemas`), and only small aggregates (:func:`summarize`) ever reach the driver.
+The large sides (ten million ledgers, as many references) meet in shuffled anti-joins;
+Spark (with adaptive execution) broadcasts whichever side turns out small.
+
+The rules, and why each errs on the side of keeping data:
+
+* an **orphan ledger** is a Pulsar ledger (``application=pulsar``), CLOSED, readable
+  (an unreadable node proves nothing), created at least ``min_age_s`` ago (a ledger
+  is created before the managed ledger lists it, so a young one may be in flight),
+  that no reference of any kind names, and that is not the compacted ledger of a
+  topic that still exists (that reference lives only in a cursor ledger, which we
+  cannot read: see the design's "What we cannot see");
+* an **orphan offloaded object** has an offload name (a uuid) that no offload
+  context names, and was last modified at least ``min_age_s`` ago (an offload writes
+  its objects before the managed ledger records the context).  The uuid alone
+  decides: an object whose uuid any context anywhere names is kept;
+* a **missing ledger** is referenced but has no node in BookKeeper — except a data
+  ledger whose offload context says the BookKeeper copy was deleted on purpose.
+
+An orphan's topic comes from its *own* metadata, keyed by its component (schema →
+``pulsar/schemaId``, compacted-ledger → ``pulsar/compactedTopic``, otherwise
+``pulsar/managed-ledger``), decoded exactly as :mod:`metastore.formats.pulsar_paths`
+does and null when the value is not a well-formed name: the delete phase checks a
+request against the same key, so a topic guessed from another key would only be
+dead-lettered.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from deletion_service.orphans import schemas
+from deletion_service.orphans.summary import (
+    MISSING_SHOWN,
+    AgeBucket,
+    MissingLedger,
+    NamespaceTotals,
+    ReportData,
+    ScanSummary,
+)
+from deletion_service.orphans.tables import Inventories, Results
+from metastore.formats.custom_metadata import APPLICATION_PULSAR, COMPONENT_SCHEMA
+from metastore.formats.pulsar_paths import DOMAIN
+
+#: BookKeeper's state of a ledger that no writer will ever append to again.
+STATE_CLOSED = "CLOSED"
+#: ``component`` of the ledger a topic's compaction writes (``pulsar/compactedTopic`` names the topic).
+COMPONENT_COMPACTED = "compacted-ledger"
+#: REFERENCES.kind of a managed ledger's own ledger list (the only kind an offload can make absent).
+KIND_LEDGER = "ledger"
+#: Namespace (and tenant) of orphans whose metadata names no topic.
+UNKNOWN = "(unknown)"
+#: Upper edges of the age histogram's buckets (seconds); the first bucket starts at ``min_age_s``.
+AGE_EDGES_S = (2 * 86400, 7 * 86400, 30 * 86400, 90 * 86400)
+#: How many of the biggest orphan ledgers the report lists.
+LARGEST_SHOWN = 20
+
+_TOPIC_PREFIX = f"{DOMAIN}://"
+# Pulsar's NamedEntity.checkName, whole string (Java's ``$`` would also match before a final newline).
+_ENTITY = r"\A[-=:.\w]+\z"
+# java.net.URLDecoder throws on these; pulsar_paths.url_decode refuses them.
+_MALFORMED_ESCAPE = r"%(?![0-9A-Fa-f]{2})"
+_DOT_SEGMENTS = (".", "..")
+
+
+# --------------------------------------------------------------------------- reconcile
+
+
+def reconcile(inv: Inventories, min_age_s: int, now_ms: int) -> Results:
+    """Orphan ledgers, missing ledgers and orphan offloaded objects (lazy DataFrames: nothing runs yet)."""
+    cutoff_ms = now_ms - min_age_s * 1000
+    return Results(orphan_ledgers=orphan_ledgers(inv, cutoff_ms), missing_ledgers=missing_ledgers(inv),
+                   orphan_objects=orphan_objects(inv, cutoff_ms))
+
+
+def orphan_ledgers(inv: Inventories, cutoff_ms: int) -> DataFrame:
+    """Candidates (Pulsar's, CLOSED, readable, created at or before ``cutoff_ms``) that nothing references.
+    A length the metadata did not record counts as 0 bytes (nothing to promise as reclaimable).
+
+    The compacted ledger of a live topic counts as referenced: those few ledgers join the
+    references before the one large anti-join (joining every candidate with the topics instead
+    would hash all the null ``compactedTopic`` values of ordinary ledgers into one task)."""
+    bk = inv.bk_ledgers
+    candidates = bk.where((F.col("application") == APPLICATION_PULSAR) & (F.col("state") == STATE_CLOSED)
+                          & F.col("error").isNull() & F.col("ctimeMs").isNotNull()
+                          & (F.col("ctimeMs") <= F.lit(cutoff_ms)))
+    compacted = candidates.where((F.col("component") == COMPONENT_COMPACTED) & F.col("compactedTopic").isNotNull())
+    live_topics = inv.topics.select(F.col("topic").alias("compactedTopic"))
+    compacted_live = compacted.join(live_topics, "compactedTopic", "left_semi").select("ledgerId")
+    referenced = inv.references.select("ledgerId").unionAll(compacted_live)
+    orphans = candidates.select("ledgerId", "ctimeMs", F.coalesce("length", F.lit(0)).alias("length"), "component",
+                                "managedLedger", "cursor", "schemaId", "compactedTopic")
+    orphans = orphans.join(referenced, "ledgerId", "left_anti")
+    named = _with_owner_topic(orphans)
+    return named.select(*(F.col(f.name) for f in schemas.ORPHAN_LEDGERS.fields))
+
+
+def missing_ledgers(inv: Inventories) -> DataFrame:
+    """References whose ledger has no node in BookKeeper (a data-loss alarm), one row per distinct reference.
+
+    A data ledger whose offload context is complete and records ``bookkeeperDeleted`` is not
+    missing: its data lives in tiered storage, and Pulsar deleted the BookKeeper copy itself."""
+    refs = inv.references
+    offloaded_away = (refs["kind"] == KIND_LEDGER) & refs["offloaded"] & refs["bookkeeperDeleted"]
+    expected = refs.where(~offloaded_away).select("ledgerId", "kind", "topic", "detail")
+    present = inv.bk_ledgers.select("ledgerId")
+    return expected.join(present, "ledgerId", "left_anti").distinct()
+
+
+def orphan_objects(inv: Inventories, cutoff_ms: int) -> DataFrame:
+    """Offload-named objects, last modified at or before ``cutoff_ms``, whose uuid no offload context names."""
+    objects = inv.offloaded_objects.where(F.col("uuid").isNotNull()
+                                          & (F.col("lastModifiedMs") <= F.lit(cutoff_ms)))
+    named = inv.offload_references.select("uuid")
+    orphans = objects.join(named, "uuid", "left_anti")
+    return orphans.select(*(F.col(f.name) for f in schemas.ORPHAN_OBJECTS.fields))
+
+
+# --------------------------------------------------------------------------- topic names, as pulsar_paths reads them
+#
+# One step per select, each naming its result: a column used several times by the next step is
+# then computed once (Spark keeps apart projections whose costly expressions are used twice),
+# where one nested expression would repeat the decoding a dozen times per row.
+
+
+def _part(index: int) -> Column:
+    """``_parts``' element at 1-based ``index`` (negative: from the end), null if there is none
+    (``[]`` would throw under ANSI mode)."""
+    return F.try_element_at(F.col("_parts"), F.lit(index))
+
+
+def _full_name_parts(name: Column) -> Column:
+    """``persistent://tenant/ns/<local>`` split after the domain; null for any other domain or form."""
+    return F.when(name.startswith(_TOPIC_PREFIX), F.split(F.substring(name, len(_TOPIC_PREFIX) + 1, 1 << 30), "/"))
+
+
+def _owner_parts(component: Column) -> tuple[Column, Column, Column]:
+    """Step 1 for a ledger: ``(parts, well_formed, encoded)`` of the name its component's key holds —
+    managed ledger ``tenant/ns/persistent/<encoded local>``, schema id ``tenant/ns/<encoded base
+    topic>``, compacted topic ``persistent://tenant/ns/<local>`` (a full name, not encoded)."""
+    is_schema, is_compacted = component == COMPONENT_SCHEMA, component == COMPONENT_COMPACTED
+    parts = (F.when(is_schema, F.split(F.col("schemaId"), "/"))
+             .when(is_compacted, _full_name_parts(F.col("compactedTopic")))
+             .otherwise(F.split(F.col("managedLedger"), "/")))
+    well_formed = (F.when(is_schema | is_compacted, F.size("_parts") == 3)
+                   .otherwise((F.size("_parts") == 4) & (_part(3) == DOMAIN)))
+    return parts, well_formed, F.coalesce(~is_compacted, F.lit(True))
+
+
+def _with_owner_topic(ledgers: DataFrame) -> DataFrame:
+    """Add ``topic``, ``tenant`` and ``namespace`` from the metadata key the ledger's component uses."""
+    return _with_topic(ledgers, *_owner_parts(F.col("component")))
+
+
+def _with_topic(df: DataFrame, parts: Column, well_formed: Column, encoded: Column) -> DataFrame:
+    """Add ``topic``, ``tenant`` and ``namespace`` from a name split at ``/`` (``parts``; its last part
+    URL-encoded if ``encoded``), exactly as :mod:`~metastore.formats.pulsar_paths` reads it, null where
+    it would raise: ``url_decode`` (malformed escapes, guarded since Spark's decoder throws on them;
+    bytes that are not UTF-8, which Java's decoder turns into U+FFFD so re-encoding differs), a name
+    not in Pulsar's canonical encoding (``topic_from_managed_ledger_name``), and names
+    :class:`~metastore.formats.pulsar_paths.TopicName` refuses."""
+    malformed = F.col("_raw").rlike(_MALFORMED_ESCAPE)
+    tenant, ns, local = F.col("_tenant"), F.col("_ns"), F.col("_local")
+    valid = (well_formed & tenant.rlike(_ENTITY) & ~tenant.isin(*_DOT_SEGMENTS) & ns.rlike(_ENTITY)
+             & ~ns.isin(*_DOT_SEGMENTS) & (F.length(local) > 0) & ~local.isin(*_DOT_SEGMENTS) & ~local.contains("/"))
+    steps = (df.withColumn("_parts", parts)
+             .withColumns({"_tenant": _part(1), "_ns": _part(2), "_raw": _part(-1), "_encoded": encoded})
+             .withColumn("_decoded", F.when(~F.col("_encoded"), F.col("_raw"))
+                         .when(~malformed, F.url_decode(F.col("_raw"))))
+             .withColumn("_local", F.when(~F.col("_encoded") | (F.url_encode(F.col("_decoded")) == F.col("_raw")),
+                                          F.col("_decoded")))
+             .withColumn("_valid", F.coalesce(valid, F.lit(False))))
+    named = steps.withColumns({
+        "topic": F.when(F.col("_valid"), F.concat(F.lit(_TOPIC_PREFIX), tenant, F.lit("/"), ns, F.lit("/"), local)),
+        "tenant": F.when(F.col("_valid"), tenant),
+        "namespace": F.when(F.col("_valid"), F.concat(tenant, F.lit("/"), ns)),
+    })
+    return named.drop("_parts", "_tenant", "_ns", "_raw", "_encoded", "_decoded", "_local", "_valid")
+
+
+# --------------------------------------------------------------------------- summarize
+
+
+def age_buckets(min_age_s: int) -> list[tuple[str, int, int | None]]:
+    """The histogram's buckets ``(label, lower_s, upper_s)``: from ``min_age_s`` up to the first
+    edge above it, then between edges; every orphan is at least ``min_age_s`` old."""
+    lowers = [min_age_s, *(edge for edge in AGE_EDGES_S if edge > min_age_s)]
+    uppers: list[int | None] = [*lowers[1:], None]
+    return [(f"{_duration(lo)}–{_duration(hi)}" if hi is not None else f"≥ {_duration(lo)}", lo, hi)
+            for lo, hi in zip(lowers, uppers, strict=True)]
+
+
+def _duration(seconds: int) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
+
+
+def _bucket_index(ctime_ms: Column, buckets: list[tuple[str, int, int | None]], now_ms: int) -> Column:
+    """Which bucket a ledger created at ``ctime_ms`` falls in (younger than the first lower edge: the first)."""
+    age_ms = F.lit(now_ms) - ctime_ms
+    index: Column = F.lit(0)
+    for i, (_, lower_s, _) in enumerate(buckets[1:], start=1):
+        index = F.when(age_ms >= F.lit(lower_s * 1000), F.lit(i)).otherwise(index)
+    return index
+
+
+def _ledger_groups(orphans: DataFrame, buckets: list[tuple[str, int, int | None]], now_ms: int) -> list:
+    """One Spark aggregation: orphan ledgers and bytes per (tenant, namespace, age bucket)."""
+    return (orphans.groupBy(F.coalesce("tenant", F.lit(UNKNOWN)).alias("tenant"),
+                            F.coalesce("namespace", F.lit(UNKNOWN)).alias("namespace"),
+                            _bucket_index(F.col("ctimeMs"), buckets, now_ms).alias("bucket"))
+            .agg(F.count(F.lit(1)).alias("n"), F.sum("length").alias("bytes"))
+            .collect())
+
+
+def _object_groups(orphans: DataFrame, references: DataFrame) -> list:
+    """Orphan objects and bytes per namespace.  An object is attributed to the topic whose ledger list
+    names its ledger id (a live ledger's earlier, abandoned offload); otherwise to "(unknown)".
+    Of several such topics the smallest name wins, so the attribution is deterministic."""
+    owners = (references.where(F.col("kind") == KIND_LEDGER).groupBy("ledgerId")
+              .agg(F.min("topic").alias("ownerTopic")))
+    attributed = orphans.select("ledgerId", "size").join(owners, "ledgerId", "left")
+    parts = _full_name_parts(F.col("ownerTopic"))
+    named = _with_topic(attributed, parts, F.size("_parts") == 3, F.lit(False))
+    return (named.groupBy(F.coalesce("tenant", F.lit(UNKNOWN)).alias("tenant"),
+                          F.coalesce("namespace", F.lit(UNKNOWN)).alias("namespace"))
+            .agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("bytes"))
+            .collect())
+
+
+def _namespace_totals(ledger_groups: list, object_groups: list) -> list[NamespaceTotals]:
+    """Merge the two small aggregates; biggest reclaimable total first, then by name."""
+    totals: dict[tuple[str, str], list[int]] = {}
+    for row in ledger_groups:
+        entry = totals.setdefault((row["tenant"], row["namespace"]), [0, 0, 0, 0])
+        entry[0] += row["n"]
+        entry[1] += row["bytes"] or 0
+    for row in object_groups:
+        entry = totals.setdefault((row["tenant"], row["namespace"]), [0, 0, 0, 0])
+        entry[2] += row["n"]
+        entry[3] += row["bytes"] or 0
+    out = [NamespaceTotals(tenant, namespace, *counts) for (tenant, namespace), counts in totals.items()]
+    return sorted(out, key=lambda t: (-(t.orphan_ledger_bytes + t.orphan_object_bytes), t.namespace, t.tenant))
+
+
+def _histogram(ledger_groups: list, buckets: list[tuple[str, int, int | None]]) -> list[AgeBucket]:
+    counts = [[0, 0] for _ in buckets]
+    for row in ledger_groups:
+        counts[row["bucket"]][0] += row["n"]
+        counts[row["bucket"]][1] += row["bytes"] or 0
+    return [AgeBucket(label, lower, upper, n, size) for (label, lower, upper), (n, size) in zip(buckets, counts,
+                                                                                              strict=True)]
+
+
+def _missing_shown(missing: DataFrame) -> list[MissingLedger]:
+    rows = missing.orderBy("ledgerId", "kind", "topic", F.col("detail").asc_nulls_first()).limit(MISSING_SHOWN)
+    return [MissingLedger(r["ledgerId"], r["kind"], r["topic"], r["detail"]) for r in rows.collect()]
+
+
+def _count(df: DataFrame) -> int:
+    return int(df.count())
+
+
+def summarize(results: Results, inv: Inventories, min_age_s: int, now_ms: int) -> ReportData:
+    """Counts, per-namespace totals, the age histogram, the first missing ledgers and the biggest
+    orphans, each a Spark aggregation whose small result alone reaches the driver.  Each reads
+    ``results`` again: pass them checkpointed or read back from Parquet, not freshly reconciled."""
+    buckets = age_buckets(min_age_s)
+    ledger_groups = _ledger_groups(results.orphan_ledgers, buckets, now_ms)
+    object_groups = _object_groups(results.orphan_objects, inv.references)
+    missing_count = _count(results.missing_ledgers)
+    summary = ScanSummary(
+        orphan_ledgers=sum(r["n"] for r in ledger_groups),
+        orphan_offloaded_objects=sum(r["n"] for r in object_groups),
+        missing_ledgers=missing_count,
+        orphan_ledger_bytes=sum(r["bytes"] or 0 for r in ledger_groups),
+        orphan_object_bytes=sum(r["bytes"] or 0 for r in object_groups),
+        scanned_ledgers=_count(inv.bk_ledgers),
+        references=_count(inv.references),
+        scanned_objects=_count(inv.offloaded_objects),
+        min_age_s=min_age_s,
+        scanned_at_ms=now_ms,
+    )
+    largest = results.orphan_ledgers.orderBy(F.col("length").desc(), "ledgerId").limit(LARGEST_SHOWN)
+    return ReportData(summary=summary, by_namespace=_namespace_totals(ledger_groups, object_groups),
+                      age_histogram=_histogram(ledger_groups, buckets),
+                      missing=_missing_shown(results.missing_ledgers) if missing_count else [],
+                      largest_orphans=[row.asDict() for row in largest.collect()])
