@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from pyspark import StorageLevel
 from pyspark.sql import SparkSession
 
 from deletion_service.config import DeletionConfig
@@ -20,6 +21,8 @@ from deletion_service.orphans import inventory, report, snapshot
 from deletion_service.orphans.reconcile import reconcile, summarize
 from deletion_service.orphans.summary import ReportData
 from deletion_service.orphans.tables import Inventories, Results
+from offloaders.allow_list import AllowList
+from offloaders.registry import OffloaderSettings
 
 
 @dataclass(frozen=True)
@@ -39,22 +42,26 @@ class ScanOutcome:
     data: ReportData
     from_snapshot: bool
     written: list[Path]
+    refused_locations: dict[str, str] = field(default_factory=dict)  # storage not listed, and why
 
 
 Step = Callable[[str], None]
 
 
-def take_inventories(spark: SparkSession, sources: ScanSources, step: Step) -> Inventories:
-    """The three inventory jobs; each table is computed once and kept (re-reading ZooKeeper and
-    listing buckets again for every later use would be slow and could see a different state)."""
+def take_inventories(spark: SparkSession, sources: ScanSources, step: Step) -> tuple[Inventories, dict[str, str]]:
+    """The three inventory jobs (each table is read once and kept by :mod:`.inventory`), and the
+    storage locations that could not be listed, with why: their objects are never candidates."""
+    settings = OffloaderSettings(AllowList.from_config(sources.config.camel()),
+                                 filesystem_base_dir=sources.filesystem_base_dir)
+    scope = inventory.OffloadScope.of(sources.config, settings)
     step("inventory: BookKeeper's ledgers")
-    bk = inventory.bk_ledgers(spark, sources.bk_store, sources.config.bookkeeper_ledgers_root_path).localCheckpoint()
+    bk = inventory.bk_ledgers(spark, sources.bk_store, sources.config.bookkeeper_ledgers_root_path)
     step("inventory: Pulsar's references (managed ledgers, cursors, schemas)")
-    refs, offload_refs, topics = (df.localCheckpoint() for df in inventory.pulsar_references(spark, sources.store))
+    refs, offload_refs, topics = inventory.pulsar_references(spark, sources.store, scope)
     step("inventory: tiered-storage objects")
-    locations = inventory.object_locations(sources.config, offload_refs, sources.filesystem_base_dir)
-    objects = inventory.offloaded_objects(spark, locations).localCheckpoint()
-    return Inventories(bk, refs, offload_refs, topics, objects)
+    plan = inventory.object_locations(scope, offload_refs)
+    objects = inventory.offloaded_objects(spark, plan.listed, settings)
+    return Inventories(bk, refs, offload_refs, topics, objects), plan.refused
 
 
 def run_scan(spark: SparkSession, sources: ScanSources | None, min_age_s: int, output: Path | None = None,
@@ -62,24 +69,30 @@ def run_scan(spark: SparkSession, sources: ScanSources | None, min_age_s: int, o
              clock: Callable[[], float] = time.time) -> ScanOutcome:
     """Scan and reconcile.  ``snapshot_dir`` holding a snapshot: read it instead of the stores
     (``sources`` may then be None); an empty or new one: scan, then save the inventories there."""
-    from_snapshot = snapshot_dir is not None and snapshot.exists(snapshot_dir)
+    from_snapshot = snapshot_dir is not None and has_snapshot(snapshot_dir)
+    refused: dict[str, str] = {}
     if from_snapshot:
         step(f"reading the snapshot in {snapshot_dir}")
         inventories = snapshot.read(spark, snapshot_dir)  # type: ignore[arg-type]
     else:
         if sources is None:
             raise UsageError(f"no snapshot in {snapshot_dir} and no metadata store to scan")
-        inventories = take_inventories(spark, sources, step)
+        inventories, refused = take_inventories(spark, sources, step)
         if snapshot_dir is not None:
             step(f"saving the inventories to {snapshot_dir}")
             snapshot.write(inventories, snapshot_dir)
     now_ms = int(clock() * 1000)
     step("reconciling")
     results = reconcile(inventories, min_age_s, now_ms)
-    results = Results(*(df.localCheckpoint() for _, df in results.items()))
+    results = Results(*(df.persist(StorageLevel.MEMORY_AND_DISK) for _, df in results.items()))
     data = summarize(results, inventories, min_age_s, now_ms)
     written = write_outputs(results, data, output, step) if output is not None else []
-    return ScanOutcome(inventories, results, data, from_snapshot, written)
+    return ScanOutcome(inventories, results, data, from_snapshot, written, refused)
+
+
+def has_snapshot(directory: Path) -> bool:
+    """A directory a previous ``--snapshot`` scan wrote (reading then checks every table)."""
+    return snapshot.path_of(directory, "bk_ledgers").exists()
 
 
 def write_outputs(results: Results, data: ReportData, output: Path, step: Step) -> list[Path]:

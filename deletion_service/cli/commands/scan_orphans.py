@@ -52,14 +52,14 @@ def scan_orphans(
              "else scan and save them there as Parquet")] = None,
 ) -> None:
     # pyspark loads only for this command: every other command starts faster without it
-    from deletion_service.orphans.scan import run_scan
+    from deletion_service.orphans.scan import has_snapshot, run_scan
     from deletion_service.orphans.spark import session
 
     opts = options.get(ctx)
     cfg = settings.load(opts).config
     min_age_s = parse_duration(min_age)
     console = Console(stderr=True)
-    sources = _sources(opts, cfg) if snapshot is None or not (snapshot / "bk_ledgers.parquet").exists() else None
+    sources = None if snapshot is not None and has_snapshot(snapshot) else _sources(opts, cfg)
     with console.status("starting Spark…") as status:
         spark = session(spark_master, debug=opts.debug)
         try:
@@ -99,7 +99,7 @@ def _print(opts: CommonOptions, outcome: ScanOutcome, enqueued: dict | None, out
     summary = outcome.data.summary.to_json()
     if opts.json:
         typer.echo(json.dumps({**summary, "enqueued": enqueued, "fromSnapshot": outcome.from_snapshot,
-                               "written": [str(p) for p in outcome.written]}))
+                               "notListed": outcome.refused_locations, "written": [str(p) for p in outcome.written]}))
         return
     console = Console()
     table = Table(title="orphan scan" + (" (from a snapshot)" if outcome.from_snapshot else ""), show_header=False)
@@ -110,6 +110,8 @@ def _print(opts: CommonOptions, outcome: ScanOutcome, enqueued: dict | None, out
                   f"{summary['orphanOffloadedObjects']} ({ui.size(summary['orphanObjectBytes'])})")
     table.add_row("scanned", f"{summary['scannedLedgers']} ledgers, {summary['references']} references, "
                              f"{summary['scannedObjects']} objects")
+    for location, why in outcome.refused_locations.items():
+        table.add_row("[yellow]not listed", f"{location}: {why}")
     if enqueued is not None:
         table.add_row("enqueued", str(enqueued["sent"]))
         for why, n in enqueued["skipped"].items():
