@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
 from deletion_service.orphans.scan_options import DEFAULT_MASTER
+
+#: Warnings and errors only (Spark's default profile is chatty); ``--debug`` keeps Spark's own.
+LOG4J2 = Path(__file__).with_name("log4j2.properties")
 
 
 def session(master: str | None = None, app_name: str = "ledger-deletion scan-orphans",
@@ -35,6 +39,8 @@ def session(master: str | None = None, app_name: str = "ledger-deletion scan-orp
                .config("spark.sql.shuffle.partitions", "16"))
     if master.startswith("local"):
         builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+    if not debug:
+        builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J2.as_uri()}")
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
