@@ -17,6 +17,8 @@ from pathlib import Path
 
 import boto3
 import pytest
+from kazoo.client import KazooClient
+from kazoo.security import make_digest_acl
 
 from deletion_service.cluster_writer import ClusterWriter, pulsar_custom_metadata, schema_custom_metadata
 from deletion_service.config import DeletionConfig
@@ -79,6 +81,7 @@ T2 = "persistent://tenant-b/ns2/café events"  # a name Pulsar URL-encodes: caf%
 GONE = "persistent://tenant-c/ns3/gone"  # deleted topic whose schema stayed
 LONG_ID = 2**31 + 7  # above the short form: the layout's long-form subtree
 UNDECODABLE = b"BookieMetadataFormatVersion\t9\n"
+NO_ACCESS = 57  # a znode whose ACL keeps us out
 UPSTREAM_META = {"s3managedledgeroffloaderformatversion": "1"}
 
 U11 = java_uuid(11, -11)  # ledger 11: offloaded, BookKeeper copy deleted
@@ -134,6 +137,17 @@ def _bk(w: ClusterWriter, store: MetadataStore) -> dict[int, int]:
     return {lid: store.get(ledger_path("/ledgers", lid, "hierarchical")).ctime_ms for lid in (55, 56)}
 
 
+def _unreadable_znode(hosts: str, path: str) -> None:
+    """A ledger znode only another principal may read: the store refuses it, the rest of its batch is read."""
+    client = KazooClient(hosts=hosts)
+    client.start(timeout=10)
+    try:
+        client.create(path, b"secret", acl=[make_digest_acl("bookie", "pw", all=True)])
+    finally:
+        client.stop()
+        client.close()
+
+
 def _s3_context(msb: int, lsb: int, bucket: str, endpoint: str, deleted: bool = False) -> OffloadContext:
     return OffloadContext(uid_msb=msb, uid_lsb=lsb, complete=True, bookkeeper_deleted=deleted, driver_name="aws-s3",
                           driver_metadata={"bucket": bucket, "region": "us-east-1", "serviceEndpoint": endpoint})
@@ -183,13 +197,15 @@ def _objects(s3: MotoS3Server, bucket: str, base: Path) -> None:
 @pytest.fixture(scope="module")
 def seeded(spark, zookeeper: ZooKeeperServer, s3_server: MotoS3Server,  # noqa: ANN001
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
-    url = f"{zookeeper.url}/orphans-{uuid.uuid4().hex[:10]}"
+    chroot = f"/orphans-{uuid.uuid4().hex[:10]}"
+    url = f"{zookeeper.url}{chroot}"
     bucket, outside = f"tiered-{uuid.uuid4().hex[:8]}", f"outside-{uuid.uuid4().hex[:8]}"
     base = (tmp_path_factory.mktemp("offload") / "root").resolve()
     base.mkdir()
     with open_store(url) as store:
         ctimes = _bk(ClusterWriter(store), store)
         _pulsar(ClusterWriter(store), bucket, outside, s3_server.endpoint)
+    _unreadable_znode(f"{zookeeper.hosts}{chroot}", ledger_path("/ledgers", NO_ACCESS, "hierarchical"))
     _objects(s3_server, bucket, base)
     config = DeletionConfig.model_validate({
         "offloadAllowedBuckets": [bucket, "never-created"], "offloadFileSystemBaseDir": str(base),
@@ -246,6 +262,8 @@ def test_bk_ledgers_reads_every_ledger_znode(seeded: Seeded) -> None:
         (56, "CLOSED", seeded.znode_ctime[56], 9, "pulsar", None, None, None, None, None,
          (("application", "pulsar"), ("note", "\ufffd-bin")), None),
         (LONG_ID, "CLOSED", OLD_MS, 7, *_meta(T2), None),
+        (NO_ACCESS, None, None, None, None, None, None, None, None, None, None,
+         "MetadataStoreError: ZooKeeper refused access to /ledgers/00/0000/L0057: check the digest credentials"),
     ]
     assert seeded.inventories.bk_ledgers.schema == BK_LEDGERS
     assert rows(seeded.inventories.bk_ledgers) == sorted(expected, key=repr)
@@ -308,12 +326,23 @@ def test_topics_are_the_managed_ledgers_that_exist(seeded: Seeded) -> None:
                                                       (T2, "tenant-b", "tenant-b/ns2")], key=repr)
 
 
-def test_an_unreadable_managed_ledger_fails_the_inventory(spark, zk_url: str) -> None:  # noqa: ANN001
+@pytest.mark.parametrize("path,data,error", [
+    ("/managed-ledgers/tenant-a/ns1/persistent/broken", b"\xff\xff\xff",
+     "cannot decode the managed-ledger node at /managed-ledgers/tenant-a/ns1/persistent/broken"),
+    ("/managed-ledgers/tenant-a/ns1/persistent/orders/sub", b"\xff\xff\xff",
+     "cannot decode the cursor node at /managed-ledgers/tenant-a/ns1/persistent/orders/sub"),
+    ("/schemas/tenant-a/ns1/orders", b"\xff\xff\xff", "cannot decode the schema locator node at /schemas/tenant-a"),
+    ("/managed-ledgers/tenant-a/cluster/ns1/persistent/v1", b"",
+     r"/managed-ledgers/tenant-a/cluster holds \['ns1'\] besides 'persistent': V1 topic names"),
+    ("/schemas/tenant-a/cluster/ns1/v1", b"", "/schemas/tenant-a/cluster/ns1 is not a schema node but has children"),
+])
+def test_metadata_that_hides_references_fails_the_inventory(spark, zk_url: str, path: str, data: bytes,  # noqa: ANN001
+                                                             error: str) -> None:
     """Its references are unknown, so no orphan list computed without it is safe."""
     with open_store(zk_url) as store:
         ClusterWriter(store).managed_ledger(T1, [1])
-        store.put("/managed-ledgers/tenant-a/ns1/persistent/broken", b"\xff\xff\xff", ABSENT)
-    with pytest.raises(InventoryError, match="managed-ledger node at /managed-ledgers/tenant-a/ns1/persistent/broken"):
+        store.put(path, data, ABSENT)
+    with pytest.raises(InventoryError, match=error):
         pulsar_references(spark, StoreSpec(zk_url))
 
 

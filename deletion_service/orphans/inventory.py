@@ -43,8 +43,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from pyspark import StorageLevel
+from pyspark import RDD, StorageLevel
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
 
 from deletion_service.config import DeletionConfig
 from deletion_service.delete_phase.references import COMPACTED_LEDGER_PROPERTY, COMPACTION_CURSOR
@@ -241,20 +242,19 @@ def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
 
 def _ledger_rows(store: MetadataStore, root: str, layout: LedgerLayout, ids: Iterable[int]) -> Iterator[tuple]:
     """Rows of ``ids``, READ_AHEAD chunks in flight while one is decoded (and the walk goes on)."""
-    def read(chunk: list[int]) -> tuple[list[int], dict[str, Node | None], dict[str, str]]:
-        return chunk, *read_nodes(store, [ledger_path(root, lid, layout) for lid in chunk])
+    def read(chunk: list[tuple[int, str]]) -> tuple[list[tuple[int, str]], dict[str, Node | None], dict[str, str]]:
+        return chunk, *read_nodes(store, [path for _, path in chunk])
 
     def rows(done: Future) -> Iterator[tuple]:
         chunk, nodes, failed = done.result()
-        for lid in chunk:
-            path = ledger_path(root, lid, layout)
+        for lid, path in chunk:
             row = bk_row(lid, nodes.get(path), failed.get(path))
             if row is not None:
                 yield row
 
     pending: deque[Future] = deque()
     with ThreadPoolExecutor(max_workers=READ_AHEAD, thread_name_prefix="bk-read") as pool:
-        for chunk in _chunks(ids, READ_CHUNK):
+        for chunk in _chunks(((lid, ledger_path(root, lid, layout)) for lid in ids), READ_CHUNK):
             pending.append(pool.submit(read, chunk))
             if len(pending) > READ_AHEAD:
                 yield from rows(pending.popleft())
@@ -269,6 +269,12 @@ def _read_subtrees(store_spec: StoreSpec, root: str, layout: LedgerLayout,
         for subtree in subtrees:
             ids = iter_ledger_ids(_OneSubtree(store, root, subtree), root, layout)
             yield from _ledger_rows(store, root, layout, ids)
+
+
+def _table(spark: SparkSession, rdd: RDD, schema: StructType) -> DataFrame:
+    """Rows our own code built with the schema's types: Spark's per-row type check is skipped
+    (it costs more than decoding the row did)."""
+    return _kept(spark.createDataFrame(rdd, schema, verifySchema=False))
 
 
 def _kept(df: DataFrame) -> DataFrame:
@@ -295,7 +301,7 @@ def bk_ledgers(spark: SparkSession, store: StoreSpec, root: str = "/ledgers",
         return _kept(spark.createDataFrame([], BK_LEDGERS))
     rdd = spark.sparkContext.parallelize(subtrees, len(subtrees)).mapPartitions(
         partial(_read_subtrees, store, root, layout))
-    return _kept(spark.createDataFrame(rdd, BK_LEDGERS))
+    return _table(spark, rdd, BK_LEDGERS)
 
 
 # =========================================================================== where offloaded objects live
@@ -535,6 +541,10 @@ def _read_all(store: MetadataStore, paths: Sequence[str]) -> dict[str, Node | No
 
 def _topics_of_namespace(store: MetadataStore, pool: ThreadPoolExecutor, tenant: str, ns: str,
                          scope: OffloadScope) -> Iterator[tuple[int, tuple]]:
+    unexpected = [n for n in store.children(f"{MANAGED_LEDGERS_ROOT}/{tenant}/{ns}") if n != DOMAIN]
+    if unexpected:  # V1 names (tenant/cluster/ns/persistent/topic) would hide every reference below them
+        raise _Unreadable(f"{MANAGED_LEDGERS_ROOT}/{tenant}/{ns} holds {unexpected[:3]} besides {DOMAIN!r}: "
+                          "V1 topic names (tenant/cluster/namespace) are not supported")
     base = f"{MANAGED_LEDGERS_ROOT}/{tenant}/{ns}/{DOMAIN}"
     paths = [f"{base}/{name}" for name in store.children(base)]
     nodes = _read_all(store, paths)
@@ -559,7 +569,12 @@ def _schemas_of_namespace(store: MetadataStore, tenant: str, ns: str) -> Iterato
     nodes = _read_all(store, paths)
     for path in paths:
         node = nodes[path]
-        if node is None or not node.data:  # gone, or a bare parent node
+        if node is None:
+            continue  # deleted since the listing
+        if not node.data:
+            if store.children(path):  # a V1 name's namespace level: its schemas would go unread
+                raise _Unreadable(f"{path} is not a schema node but has children: V1 topic names "
+                                  "(tenant/cluster/namespace) are not supported")
             continue
         encoded = path.rsplit("/", 1)[1]
         topic = _topic(f"{tenant}/{ns}/{DOMAIN}/{encoded}")
@@ -607,7 +622,7 @@ def pulsar_references(spark: SparkSession, store: StoreSpec,
         if errors:
             raise InventoryError("Pulsar metadata that hides references (no orphan list is safe without "
                                  "it): " + "; ".join(errors))
-        tables = tuple(_kept(spark.createDataFrame(tagged.filter(partial(_tagged, tag)).map(_row), schema))
+        tables = tuple(_table(spark, tagged.filter(partial(_tagged, tag)).map(_row), schema)
                        for tag, schema in ((_REF, REFERENCES), (_OFFLOAD, OFFLOAD_REFERENCES), (_TOPIC, TOPICS)))
     finally:
         tagged.unpersist()
@@ -677,4 +692,4 @@ def offloaded_objects(spark: SparkSession, locations: Sequence[ObjectLocation],
     if not tasks:
         return _kept(spark.createDataFrame([], OFFLOADED_OBJECTS))
     rdd = spark.sparkContext.parallelize(tasks, len(tasks)).mapPartitions(partial(_list_tasks, settings))
-    return _kept(spark.createDataFrame(rdd, OFFLOADED_OBJECTS))
+    return _table(spark, rdd, OFFLOADED_OBJECTS)
