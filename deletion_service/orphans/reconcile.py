@@ -106,7 +106,8 @@ def missing_ledgers(inv: Inventories) -> DataFrame:
     A data ledger whose offload context is complete and records ``bookkeeperDeleted`` is not
     missing: its data lives in tiered storage, and Pulsar deleted the BookKeeper copy itself."""
     refs = inv.references
-    offloaded_away = (refs["kind"] == KIND_LEDGER) & refs["offloaded"] & refs["bookkeeperDeleted"]
+    offloaded_away = F.coalesce((refs["kind"] == KIND_LEDGER) & refs["offloaded"] & refs["bookkeeperDeleted"],
+                                F.lit(False))  # a null flag must not hide a missing ledger
     expected = refs.where(~offloaded_away).select("ledgerId", "kind", "topic", "detail")
     present = inv.bk_ledgers.select("ledgerId")
     return expected.join(present, "ledgerId", "left_anti").distinct()
@@ -223,9 +224,12 @@ def _ledger_groups(orphans: DataFrame, buckets: list[tuple[str, int, int | None]
 def _object_groups(orphans: DataFrame, references: DataFrame) -> list:
     """Orphan objects and bytes per namespace.  An object is attributed to the topic whose ledger list
     names its ledger id (a live ledger's earlier, abandoned offload); otherwise to "(unknown)".
-    Of several such topics the smallest name wins, so the attribution is deterministic."""
-    owners = (references.where(F.col("kind") == KIND_LEDGER).groupBy("ledgerId")
-              .agg(F.min("topic").alias("ownerTopic")))
+    Of several such topics the smallest name wins, so the attribution is deterministic.  The
+    references are first cut to the orphans' ledger ids (usually few: a broadcast), so the
+    aggregation never groups every reference of the cluster."""
+    wanted = orphans.where(F.col("ledgerId").isNotNull()).select("ledgerId").distinct()
+    owners = (references.where(F.col("kind") == KIND_LEDGER).join(wanted, "ledgerId", "left_semi")
+              .groupBy("ledgerId").agg(F.min("topic").alias("ownerTopic")))
     attributed = orphans.select("ledgerId", "size").join(owners, "ledgerId", "left")
     parts = _full_name_parts(F.col("ownerTopic"))
     named = _with_topic(attributed, parts, F.size("_parts") == 3, F.lit(False))
