@@ -35,6 +35,7 @@ from deletion_service.orphans.inventory import (
     offloaded_objects,
     pulsar_references,
 )
+from deletion_service.orphans.reconcile import reconcile
 from deletion_service.orphans.schemas import BK_LEDGERS, INVENTORIES, OFFLOADED_OBJECTS
 from deletion_service.orphans.tables import Inventories
 from deletion_service.testing.offload_objects import (
@@ -461,3 +462,29 @@ def test_snapshot_with_a_wrong_or_missing_table_is_refused(spark, tmp_path: Path
 def test_object_location_lists_its_storage() -> None:
     loc = ObjectLocation("s3://b", "aws-s3", (("bucket", "b"),))
     assert loc.storage == StorageLocation("aws-s3", {"bucket": "b"}) and loc.is_s3
+
+
+# --------------------------------------------------------------------------- the whole scan on the seeded cluster
+
+
+def test_the_seeded_cluster_is_classified_exactly(seeded: Seeded) -> None:
+    """Inventories read from real ZooKeeper, moto_server and a directory, reconciled in Spark.
+
+    Never orphans: referenced (10, 13–15, 30), a cursor ledger (20), the compacted ledger of a
+    live topic (21), schema ledgers still listed (22, 40), young (51, 56 with the znode's ctime),
+    another application's (52), OPEN (53), IN_RECOVERY (54), unreadable (55, 57).  Missing:
+    referenced but absent (12, 41) — not 11, whose data lives offloaded with BookKeeper's copy
+    deleted.  Offloaded objects are all minutes old, so none is an orphan at a day's min age."""
+    results = reconcile(seeded.inventories, 86_400, NOW_MS)
+    orphans = rows(results.orphan_ledgers.select("ledgerId", "topic", "tenant", "namespace", "length"))
+    assert orphans == sorted([(50, T1, "tenant-a", "tenant-a/ns1", 5000),
+                              (LONG_ID, T2, "tenant-b", "tenant-b/ns2", 7)], key=repr)
+    assert rows(results.missing_ledgers) == sorted([(12, "ledger", T1, None),
+                                                    (41, "schema", GONE, "tenant-c/ns3/gone")], key=repr)
+    assert rows(results.orphan_objects) == []
+
+    fresh = reconcile(seeded.inventories, 0, int(time.time() * 1000) + 1000)  # everything is old enough now
+    assert {r[0] for r in rows(fresh.orphan_ledgers.select("ledgerId"))} == {50, 51, 56, LONG_ID}
+    objects = rows(fresh.orphan_objects.select("name", "uuid", "ledgerId", "objectKind"))
+    assert objects == sorted([(f"{U99}-ledger-99", U99, 99, "data"), (f"{U99}-ledger-99-index", U99, 99, "index"),
+                              (f"tenant-b/ns2/persistent/old/77-{U77}", U77, 77, "data")], key=repr)
