@@ -74,6 +74,7 @@ from metastore.formats import (
 )
 from metastore.formats.custom_metadata import (
     APPLICATION_KEY,
+    COMPACTED_TOPIC_KEY,
     COMPONENT_KEY,
     CURSOR_KEY,
     MANAGED_LEDGER_KEY,
@@ -100,9 +101,6 @@ from offloaders.registry import OffloaderSettings, offloader_for
 
 _log = logging.getLogger(__name__)
 
-#: Pulsar's compacted-ledger metadata key (``LedgerMetadataUtils.buildMetadataForCompactedLedger``);
-#: belongs in ``metastore/formats/custom_metadata.py`` beside the others.
-COMPACTED_TOPIC_KEY = "pulsar/compactedTopic"
 #: Nodes per pipelined ``get_many``: enough to hide round trips, far below any request limit.
 READ_CHUNK = 1000
 #: Chunks requested ahead of the one being decoded.

@@ -47,6 +47,8 @@ COMPONENT_KEY = "component"
 COMPONENT_MANAGED_LEDGER = "managed-ledger"
 #: Ledgers of the schema registry.
 COMPONENT_SCHEMA = "schema"
+#: A compacted topic's ledger (``LedgerMetadataUtils.buildMetadataForCompactedLedger``).
+COMPONENT_COMPACTED_LEDGER = "compacted-ledger"
 
 #: The managed ledger a data or cursor ledger belongs to.
 MANAGED_LEDGER_KEY = "pulsar/managed-ledger"
@@ -54,6 +56,8 @@ MANAGED_LEDGER_KEY = "pulsar/managed-ledger"
 CURSOR_KEY = "pulsar/cursor"
 #: The schema a schema ledger belongs to.
 SCHEMA_ID_KEY = "pulsar/schemaId"
+#: The topic a compacted ledger belongs to (the ledger is referenced only from cursor-ledger entries).
+COMPACTED_TOPIC_KEY = "pulsar/compactedTopic"
 
 # --------------------------------------------------------------------------- tiered-storage object metadata
 
