@@ -66,6 +66,8 @@ _ENTITY = r"\A[-=:.\w]+\z"
 # java.net.URLDecoder throws on these; pulsar_paths.url_decode refuses them.
 _MALFORMED_ESCAPE = r"%(?![0-9A-Fa-f]{2})"
 _DOT_SEGMENTS = (".", "..")
+# Begins a join key that can equal no topic name (those begin with "persistent://").
+_NOT_A_TOPIC = "\x00ledger:"
 
 
 # --------------------------------------------------------------------------- reconcile
@@ -82,20 +84,20 @@ def orphan_ledgers(inv: Inventories, cutoff_ms: int) -> DataFrame:
     """Candidates (Pulsar's, CLOSED, readable, created at or before ``cutoff_ms``) that nothing references.
     A length the metadata did not record counts as 0 bytes (nothing to promise as reclaimable).
 
-    The compacted ledger of a live topic counts as referenced: those few ledgers join the
-    references before the one large anti-join (joining every candidate with the topics instead
-    would hash all the null ``compactedTopic`` values of ordinary ledgers into one task)."""
-    bk = inv.bk_ledgers
-    candidates = bk.where((F.col("application") == APPLICATION_PULSAR) & (F.col("state") == STATE_CLOSED)
-                          & F.col("error").isNull() & F.col("ctimeMs").isNotNull()
-                          & (F.col("ctimeMs") <= F.lit(cutoff_ms)))
-    compacted = candidates.where((F.col("component") == COMPONENT_COMPACTED) & F.col("compactedTopic").isNotNull())
-    live_topics = inv.topics.select(F.col("topic").alias("compactedTopic"))
-    compacted_live = compacted.join(live_topics, "compactedTopic", "left_semi").select("ledgerId")
-    referenced = inv.references.select("ledgerId").unionAll(compacted_live)
-    orphans = candidates.select("ledgerId", "ctimeMs", F.coalesce("length", F.lit(0)).alias("length"), "component",
-                                "managedLedger", "cursor", "schemaId", "compactedTopic")
-    orphans = orphans.join(referenced, "ledgerId", "left_anti")
+    The compacted ledgers of live topics are dropped after the one large anti-join, from the few
+    unreferenced candidates left.  Every other ledger gets a join key no topic has (its id), so
+    that join never hashes millions of null ``compactedTopic`` values into one task."""
+    candidates = inv.bk_ledgers.where((F.col("application") == APPLICATION_PULSAR)
+                                      & (F.col("state") == STATE_CLOSED) & F.col("error").isNull()
+                                      & F.col("ctimeMs").isNotNull() & (F.col("ctimeMs") <= F.lit(cutoff_ms)))
+    candidates = candidates.select("ledgerId", "ctimeMs", F.coalesce("length", F.lit(0)).alias("length"),
+                                   "component", "managedLedger", "cursor", "schemaId", "compactedTopic")
+    unreferenced = candidates.join(inv.references.select("ledgerId"), "ledgerId", "left_anti")
+    compacted_key = F.coalesce(F.when(F.col("component") == COMPONENT_COMPACTED, F.col("compactedTopic")),
+                               F.concat(F.lit(_NOT_A_TOPIC), F.col("ledgerId").cast("string")))
+    live_topics = inv.topics.select(F.col("topic").alias("_compactedKey"))
+    orphans = (unreferenced.withColumn("_compactedKey", compacted_key)
+               .join(live_topics, "_compactedKey", "left_anti").drop("_compactedKey"))
     named = _with_owner_topic(orphans)
     return named.select(*(F.col(f.name) for f in schemas.ORPHAN_LEDGERS.fields))
 
