@@ -6,8 +6,8 @@ Seeds ``--ledgers`` ledger znodes (kazoo transactions of 500 creates, 8 in fligh
 then in the same run times
 
 * the parallel inventory, :func:`deletion_service.orphans.inventory.bk_ledgers`: one
-  task per subtree of the ledger layout, each with its own client and pipelined
-  reads, on ``--master`` (task slots may exceed cores: the work waits on I/O);
+  task per subtree of the ledger layout, each with its own client reading by
+  ZooKeeper multi-read (``get_many``), on ``--master`` (task slots may exceed cores: the work waits on I/O);
 * the sequential scan an operator's one-machine tool does: one client, the ledger ids
   from ``iter_ledger_ids``, then ``get`` and decode each, one round trip at a time.
 
@@ -17,10 +17,11 @@ Target: the parallel inventory ≥ 3× faster.  Figures, not assertions.
 
 Where the time goes on a small machine: kazoo spends ~250 µs of client CPU per
 request (one selector built per loop turn, one turn per request and per reply),
-pipelined or not, so with ZooKeeper on the same two cores both scans are CPU-bound
-and the ratio is about the cores' count.  A ZooKeeper multi-read (OpCode 22,
-ZooKeeper ≥ 3.6) of 1,000 nodes per request read the same 100k nodes from one
-client in 2 s in a prototype: that is the next step for ``get_many``.
+pipelined or not, so reading node by node is CPU-bound on two cores.  ``get_many``
+therefore reads by ZooKeeper multi-read (OpCode 22, ZooKeeper ≥ 3.6; up to 1,000
+nodes per request), which reads 100k nodes from one client in about 1.5 s; what is
+left of the Spark job's time is mostly Spark's own overhead.  Measured here (2 cores,
+local[8]): 19.5 s vs 89.1 s sequential, 4.6×; before multi-read, 2.1–2.8×.
 """
 
 from __future__ import annotations

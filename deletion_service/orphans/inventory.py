@@ -6,7 +6,7 @@ where the storage splits it — BookKeeper's ledger layout into subtrees, Pulsar
 metadata into namespaces, a bucket into ranges of names — and every task opens
 its OWN metadata-store client or offloader (clients do not survive pickling, and
 one per task keeps tasks independent).  Tasks wait on I/O, not on cores, so each
-one keeps its reads in flight: pipelined ``get_many`` in chunks, the next chunk
+one keeps its reads in flight: ``get_many`` (a ZooKeeper multi-read) in chunks, the next chunk
 requested before the current one is decoded, cursor listings on a few threads;
 Spark may run more task slots than cores.
 
@@ -101,7 +101,7 @@ from offloaders.registry import OffloaderSettings, offloader_for
 
 _log = logging.getLogger(__name__)
 
-#: Nodes per pipelined ``get_many``: enough to hide round trips, far below any request limit.
+#: Nodes per ``get_many`` call (the store splits it into multi-reads sized to its replies).
 READ_CHUNK = 1000
 #: Chunks requested ahead of the one being decoded.
 READ_AHEAD = 2
