@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +30,7 @@ from deletion_service.model import (
     Reason,
     decode_payload,
 )
+from deletion_service.orphans.batching import batched
 from metastore.formats.custom_metadata import COMPONENT_MANAGED_LEDGER, COMPONENT_SCHEMA
 
 #: Requests built and sent per batch; progress is reported after each.
@@ -67,17 +68,6 @@ def request_for(row: Mapping[str, Any], marked_at_ms: int) -> PendingDeleteLedge
     return PendingDeleteLedgerInfo(**payload.model_dump(), marked_at=marked_at_ms, reason=Reason.ORPHAN)
 
 
-def batches(rows: Iterable[Mapping[str, Any]], size: int = BATCH_SIZE) -> Iterator[list[Mapping[str, Any]]]:
-    batch: list[Mapping[str, Any]] = []
-    for row in rows:
-        batch.append(row)
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
 def enqueue_orphans(orphans: DataFrame, send: Callable[[PendingDeleteLedgerInfo], str],
                     progress: Callable[[int], None] | None = None,
                     clock: Callable[[], float] = time.time) -> EnqueueResult:
@@ -89,7 +79,7 @@ def enqueue_orphans(orphans: DataFrame, send: Callable[[PendingDeleteLedgerInfo]
     result = EnqueueResult()
     marked_at = int(clock() * 1000)
     rows = (row.asDict() for row in orphans.toLocalIterator())
-    for batch in batches(rows):
+    for batch in batched(rows, BATCH_SIZE):
         for row in batch:
             request = request_for(row, marked_at)
             if isinstance(request, str):

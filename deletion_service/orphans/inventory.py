@@ -50,6 +50,7 @@ from pyspark.sql.types import StructType
 from deletion_service.config import DeletionConfig
 from deletion_service.delete_phase.references import COMPACTED_LEDGER_PROPERTY, COMPACTION_CURSOR
 from deletion_service.errors import UserError
+from deletion_service.orphans.batching import batched
 from deletion_service.orphans.schemas import (
     BK_LEDGERS,
     OFFLOAD_REFERENCES,
@@ -227,17 +228,6 @@ def read_nodes(store: MetadataStore, paths: Sequence[str]) -> tuple[dict[str, No
     return nodes, failed
 
 
-def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
-    chunk: list[Any] = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) >= size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
 def _ledger_rows(store: MetadataStore, root: str, layout: LedgerLayout, ids: Iterable[int]) -> Iterator[tuple]:
     """Rows of ``ids``, READ_AHEAD chunks in flight while one is decoded (and the walk goes on)."""
     def read(chunk: list[tuple[int, str]]) -> tuple[list[tuple[int, str]], dict[str, Node | None], dict[str, str]]:
@@ -252,7 +242,7 @@ def _ledger_rows(store: MetadataStore, root: str, layout: LedgerLayout, ids: Ite
 
     pending: deque[Future] = deque()
     with ThreadPoolExecutor(max_workers=READ_AHEAD, thread_name_prefix="bk-read") as pool:
-        for chunk in _chunks(((lid, ledger_path(root, lid, layout)) for lid in ids), READ_CHUNK):
+        for chunk in batched(((lid, ledger_path(root, lid, layout)) for lid in ids), READ_CHUNK):
             pending.append(pool.submit(read, chunk))
             if len(pending) > READ_AHEAD:
                 yield from rows(pending.popleft())
@@ -528,7 +518,7 @@ def _topic(name: str) -> str:
 
 def _read_all(store: MetadataStore, paths: Sequence[str]) -> dict[str, Node | None]:
     nodes: dict[str, Node | None] = {}
-    for chunk in _chunks(paths, READ_CHUNK):
+    for chunk in batched(paths, READ_CHUNK):
         got, failed = read_nodes(store, chunk)
         if failed:
             path, why = next(iter(failed.items()))

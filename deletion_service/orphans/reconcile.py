@@ -44,13 +44,11 @@ from deletion_service.orphans.summary import (
     ScanSummary,
 )
 from deletion_service.orphans.tables import Inventories, Results
-from metastore.formats.custom_metadata import APPLICATION_PULSAR, COMPONENT_SCHEMA
+from metastore.formats.custom_metadata import APPLICATION_PULSAR, COMPONENT_COMPACTED_LEDGER, COMPONENT_SCHEMA
 from metastore.formats.pulsar_paths import DOMAIN
 
 #: BookKeeper's state of a ledger that no writer will ever append to again.
 STATE_CLOSED = "CLOSED"
-#: ``component`` of the ledger a topic's compaction writes (``pulsar/compactedTopic`` names the topic).
-COMPONENT_COMPACTED = "compacted-ledger"
 #: REFERENCES.kind of a managed ledger's own ledger list (the only kind an offload can make absent).
 KIND_LEDGER = "ledger"
 #: Namespace (and tenant) of orphans whose metadata names no topic.
@@ -93,7 +91,7 @@ def orphan_ledgers(inv: Inventories, cutoff_ms: int) -> DataFrame:
     candidates = candidates.select("ledgerId", "ctimeMs", F.coalesce("length", F.lit(0)).alias("length"),
                                    "component", "managedLedger", "cursor", "schemaId", "compactedTopic")
     unreferenced = candidates.join(inv.references.select("ledgerId"), "ledgerId", "left_anti")
-    compacted_key = F.coalesce(F.when(F.col("component") == COMPONENT_COMPACTED, F.col("compactedTopic")),
+    compacted_key = F.coalesce(F.when(F.col("component") == COMPONENT_COMPACTED_LEDGER, F.col("compactedTopic")),
                                F.concat(F.lit(_NOT_A_TOPIC), F.col("ledgerId").cast("string")))
     live_topics = inv.topics.select(F.col("topic").alias("_compactedKey"))
     orphans = (unreferenced.withColumn("_compactedKey", compacted_key)
@@ -146,7 +144,7 @@ def _owner_parts(component: Column) -> tuple[Column, Column, Column]:
     """Step 1 for a ledger: ``(parts, well_formed, encoded)`` of the name its component's key holds —
     managed ledger ``tenant/ns/persistent/<encoded local>``, schema id ``tenant/ns/<encoded base
     topic>``, compacted topic ``persistent://tenant/ns/<local>`` (a full name, not encoded)."""
-    is_schema, is_compacted = component == COMPONENT_SCHEMA, component == COMPONENT_COMPACTED
+    is_schema, is_compacted = component == COMPONENT_SCHEMA, component == COMPONENT_COMPACTED_LEDGER
     parts = (F.when(is_schema, F.split(F.col("schemaId"), "/"))
              .when(is_compacted, _full_name_parts(F.col("compactedTopic")))
              .otherwise(F.split(F.col("managedLedger"), "/")))

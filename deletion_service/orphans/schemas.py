@@ -93,15 +93,8 @@ MISSING_LEDGERS = _schema(
     ("detail", StringType(), True),
 )
 
-ORPHAN_OBJECTS = _schema(
-    ("location", StringType(), False),
-    ("name", StringType(), False),
-    ("uuid", StringType(), True),
-    ("ledgerId", LongType(), True),
-    ("objectKind", StringType(), False),
-    ("size", LongType(), False),
-    ("lastModifiedMs", LongType(), False),
-)
+#: The orphan objects themselves, as listed.
+ORPHAN_OBJECTS = OFFLOADED_OBJECTS
 
 INVENTORIES = {"bk_ledgers": BK_LEDGERS, "references": REFERENCES, "offload_references": OFFLOAD_REFERENCES,
                "topics": TOPICS, "offloaded_objects": OFFLOADED_OBJECTS}
