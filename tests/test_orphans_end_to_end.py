@@ -75,3 +75,21 @@ def test_scan_enqueue_then_the_daemon_deletes_exactly_the_orphans(tmp_path: Path
 
     again = run_cli("scan-orphans", "--min-age", "1d", *common, timeout=300)
     assert json.loads(again.stdout)["orphanLedgers"] == 0
+
+
+def test_enqueue_refuses_when_nothing_references_anything(tmp_path: Path) -> None:
+    """A store with BookKeeper's ledgers but none of Pulsar's metadata is far likelier the wrong
+    --metadata-store than a cluster whose every topic is gone: report, never enqueue."""
+    data_dir = tmp_path / "d"
+    data_dir.mkdir()
+    with open_store(f"sqlite:///{data_dir / 'metadata.db'}") as store:
+        w = ClusterWriter(store)
+        w.ensure_layout()
+        for lid in (1, 2, 3):
+            w.bk_ledger(lid, pulsar_custom_metadata(TOPIC), ctime_ms=int(time.time() * 1000) - 3 * DAY_MS)
+    refused = run_cli("scan-orphans", "--enqueue", "--data-dir", str(data_dir), timeout=300)
+    # Spark's JVM may print its own start-up warning first; ours is one line, last, no traceback.
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused.stderr
+    last = refused.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: found no references to any ledger") and "nothing was sent" in last
+    assert _present(data_dir, [1, 2, 3]) == [1, 2, 3]

@@ -17,6 +17,7 @@ from rich.table import Table
 from deletion_service.cli import connections, options, settings, ui
 from deletion_service.cli.options import CommonOptions
 from deletion_service.config import DeletionConfig
+from deletion_service.errors import UserError
 from deletion_service.orphans.scan_options import DEFAULT_MASTER, DEFAULT_MIN_AGE, parse_duration
 
 if TYPE_CHECKING:
@@ -87,7 +88,14 @@ def _sources(opts: CommonOptions, cfg: DeletionConfig) -> ScanSources:
 def _enqueue(opts: CommonOptions, cfg: DeletionConfig, outcome: ScanOutcome) -> dict:
     from deletion_service.orphans.enqueue import enqueue_orphans
 
-    total = outcome.data.summary.orphan_ledgers
+    summary = outcome.data.summary
+    if summary.references == 0 and summary.orphan_ledgers > 0:
+        # Every Pulsar ledger unreferenced: far likelier a wrong --metadata-store (or a chroot
+        # missing from it) than a cluster whose topics are all gone.  Never enqueue on that.
+        raise UserError(f"found no references to any ledger in {connections.store_url(opts)}, so all "
+                        f"{summary.orphan_ledgers} Pulsar ledger(s) look orphaned: check --metadata-store (and its "
+                        "chroot); nothing was sent")
+    total = summary.orphan_ledgers
     with connections.publisher(opts, cfg) as publisher, ui.progress(total > 0 and not opts.json) as bar:
         task = bar.add_task("enqueueing orphans", total=total)
         result = enqueue_orphans(outcome.results.orphan_ledgers, publisher.send_request,

@@ -167,7 +167,7 @@ def object_locations(scope: OffloadScope, offload_references: DataFrame) -> Loca
         if location is not None and why is None:
             listed[text] = location
         else:
-            _log.warning("not listing offloaded objects at %s: %s", text, why)
+            _log.info("not listing offloaded objects at %s: %s", text, why)  # the scan reports it
             refused[text] = str(why)
     return LocationPlan(list(listed.values()), refused)
 
