@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from deletion_service.broker.interface import BrokerClient
-from deletion_service.cli.connections import connect_broker, open_metadata_store
+from deletion_service.cli.connections import connect_broker, offload_settings, open_metadata_store
 from deletion_service.cli.options import CommonOptions
 from deletion_service.cluster_writer import ClusterWriter
 from deletion_service.config import DeletionConfig
@@ -24,7 +24,6 @@ from deletion_service.inflight import AdminRestBacklog, BacklogSource, MetricsBa
 from deletion_service.topics import DeletionTopics
 from metastore.formats import FormatError, read_layout
 from metastore.interface import MetadataStore
-from offloaders.allow_list import AllowList
 from offloaders.registry import OffloaderSettings
 
 
@@ -71,7 +70,7 @@ def open_environment(opts: CommonOptions, config: DeletionConfig, own_broker: bo
         info = embedded.info if embedded is not None else None
         started = embedded is not None and embedded.owned
         backlog = _backlog_source(opts, config, info)
-        offload = _offload_settings(opts, config)
+        offload = offload_settings(opts, config)
         if opts.embedded:
             ClusterWriter(store, bk_store, config.bookkeeper_ledgers_root_path).ensure_layout()
         if check_layout:
@@ -97,13 +96,6 @@ def _backlog_source(opts: CommonOptions, config: DeletionConfig, info: BrokerInf
     if info is not None:
         return MetricsBacklog(info.metricsUrl)
     return NoBacklog()
-
-
-def _offload_settings(opts: CommonOptions, config: DeletionConfig) -> OffloaderSettings:
-    base = config.offload_file_system_base_dir
-    if base is None and opts.embedded:
-        base = Path(opts.data_dir).absolute() / "offload"
-    return OffloaderSettings(AllowList.from_config(config.camel()), filesystem_base_dir=base)
 
 
 def _check_layout(bk_store: MetadataStore, config: DeletionConfig) -> None:

@@ -24,6 +24,8 @@ from deletion_service.errors import UserError
 from deletion_service.publisher import RequestPublisher
 from deletion_service.topics import DeletionTopics
 from metastore import MetadataStore, open_store
+from offloaders.allow_list import AllowList
+from offloaders.registry import OffloaderSettings
 
 
 def embedded_store_url(data_dir: Path) -> str:
@@ -56,6 +58,15 @@ def open_metadata_store(opts: CommonOptions, config: DeletionConfig, bookkeeper:
                 "or --data-dir for another embedded run"
             )
     return open_store(url, digest_file=config.metadata_store_digest_file)
+
+
+def offload_settings(opts: CommonOptions, config: DeletionConfig) -> OffloaderSettings:
+    """The tiered storage a command may touch: the allow-list, and the filesystem offloader's
+    root (the embedded mode's ``<data-dir>/offload`` unless configured)."""
+    base = config.offload_file_system_base_dir
+    if base is None and opts.embedded:
+        base = Path(opts.data_dir).absolute() / "offload"
+    return OffloaderSettings(AllowList.from_config(config.camel()), filesystem_base_dir=base)
 
 
 def connect_broker(opts: CommonOptions, config: DeletionConfig, topics: DeletionTopics, own_broker: bool,

@@ -21,7 +21,6 @@ from deletion_service.orphans import inventory, report, snapshot
 from deletion_service.orphans.reconcile import reconcile, summarize
 from deletion_service.orphans.summary import ReportData
 from deletion_service.orphans.tables import Inventories, Results
-from offloaders.allow_list import AllowList
 from offloaders.registry import OffloaderSettings
 
 
@@ -32,7 +31,7 @@ class ScanSources:
     store: inventory.StoreSpec  # Pulsar's metadata (managed ledgers, cursors, schemas)
     bk_store: inventory.StoreSpec  # BookKeeper's ledger metadata
     config: DeletionConfig
-    filesystem_base_dir: Path | None = None  # the embedded mode's offload directory
+    offload: OffloaderSettings  # the allow-list and the filesystem offloader's root
 
 
 @dataclass(frozen=True)
@@ -51,8 +50,7 @@ Step = Callable[[str], None]
 def take_inventories(spark: SparkSession, sources: ScanSources, step: Step) -> tuple[Inventories, dict[str, str]]:
     """The three inventory jobs (each table is read once and kept by :mod:`.inventory`), and the
     storage locations that could not be listed, with why: their objects are never candidates."""
-    settings = OffloaderSettings(AllowList.from_config(sources.config.camel()),
-                                 filesystem_base_dir=sources.filesystem_base_dir)
+    settings = sources.offload
     scope = inventory.OffloadScope.of(sources.config, settings)
     step("inventory: BookKeeper's ledgers")
     bk = inventory.bk_ledgers(spark, sources.bk_store, sources.config.bookkeeper_ledgers_root_path)

@@ -75,14 +75,15 @@ def _sources(opts: CommonOptions, cfg: DeletionConfig) -> ScanSources:
     from deletion_service.orphans.inventory import StoreSpec
     from deletion_service.orphans.scan import ScanSources
 
-    for bookkeeper in (False, True):  # a read-only command: refuse an embedded store that does not exist
+    # Open each store once now: a missing embedded store or an unreachable ZooKeeper fails in a
+    # line here, before Spark starts (the inventory tasks open their own clients later).
+    urls = {connections.store_url(opts, bookkeeper=bk): bk for bk in (True, False)}
+    for bookkeeper in urls.values():
         connections.open_metadata_store(opts, cfg, bookkeeper=bookkeeper, must_exist=True).close()
     digest = cfg.metadata_store_digest_file
-    base = cfg.offload_file_system_base_dir
-    if base is None and opts.embedded:
-        base = Path(opts.data_dir).absolute() / "offload"
     return ScanSources(StoreSpec(connections.store_url(opts), digest),
-                       StoreSpec(connections.store_url(opts, bookkeeper=True), digest), cfg, base)
+                       StoreSpec(connections.store_url(opts, bookkeeper=True), digest), cfg,
+                       connections.offload_settings(opts, cfg))
 
 
 def _enqueue(opts: CommonOptions, cfg: DeletionConfig, outcome: ScanOutcome) -> dict:
