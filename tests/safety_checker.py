@@ -28,9 +28,12 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from metastore.formats import FormatError, decode_cursor, decode_managed_ledger, decode_schema_locator
 from metastore.interface import MetadataStore
+
+T = TypeVar("T")
 
 #: Children of the ledgers root that are BookKeeper's own, never ledgers (DESIGN, "Storage contract").
 BOOKKEEPER_RESERVED = frozenset({"idgen", "idgen-long", "available", "cookies", "LAYOUT", "INSTANCEID",
@@ -124,6 +127,14 @@ class SafetyChecker:
         def add(ledger_id: int, why: str) -> None:
             refs.setdefault(ledger_id, []).append(why)
 
+        def decoded(path: str, data: bytes, decode: Callable[[bytes], T]) -> T | None:
+            """The node decoded, or None with the node noted as unreadable (it may hide references)."""
+            try:
+                return decode(data)
+            except FormatError as e:
+                unreadable.append(f"{path}: {e}")
+                return None
+
         ml_paths = self._descend("/managed-ledgers", 4)  # tenant / namespace / domain / topic
         ml_nodes = self.store.get_many(ml_paths)
         present = [p for p in ml_paths if ml_nodes[p] is not None]
@@ -132,12 +143,8 @@ class SafetyChecker:
         cursor_nodes = self.store.get_many(cursor_paths)
         for path in ml_paths:
             node = ml_nodes[path]
-            if node is None:
-                continue
-            try:
-                ml = decode_managed_ledger(node.data)
-            except FormatError as e:
-                unreadable.append(f"{path}: {e}")
+            ml = None if node is None else decoded(path, node.data, decode_managed_ledger)
+            if ml is None:
                 continue
             listed[path] = [lg.ledger_id for lg in ml.ledgers]
             for lg in ml.ledgers:
@@ -146,12 +153,8 @@ class SafetyChecker:
                 if ctx is not None and ctx.complete and ctx.uid_msb is not None and ctx.uid_lsb is not None:
                     offload[lg.ledger_id] = offloaded_object_keys(lg.ledger_id, ctx.uid_msb, ctx.uid_lsb)
         for path, node in cursor_nodes.items():
-            if node is None:
-                continue
-            try:
-                cursor = decode_cursor(node.data)
-            except FormatError as e:
-                unreadable.append(f"{path}: {e}")
+            cursor = None if node is None else decoded(path, node.data, decode_cursor)
+            if cursor is None:
                 continue
             if cursor.cursors_ledger_id != -1:
                 add(cursor.cursors_ledger_id, f"cursor ledger of {path}")
@@ -159,12 +162,8 @@ class SafetyChecker:
                 add(cursor.properties[COMPACTED_LEDGER_PROPERTY], f"compacted-topic ledger of {path}")
         schema_paths = self._descend("/schemas", 3)  # tenant / namespace / topic
         for path, node in self.store.get_many(schema_paths).items():
-            if node is None or not node.data:
-                continue
-            try:
-                locator = decode_schema_locator(node.data)
-            except FormatError as e:
-                unreadable.append(f"{path}: {e}")
+            locator = None if node is None or not node.data else decoded(path, node.data, decode_schema_locator)
+            if locator is None:
                 continue
             for ledger_id in dict.fromkeys(e.position.ledger_id for e in [locator.info, *locator.index]):
                 add(ledger_id, f"schema locator {path}")
