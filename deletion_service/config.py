@@ -61,6 +61,9 @@ class DeletionConfig(BaseModel):
     managed_ledger_offload_service_endpoint: str | None = None
     # pacing and names
     max_deletions_per_second: Annotated[float, Field(ge=0)] = 0
+    # ours: requests the delete phase takes per batch; reads, deletes and acks are batched over it
+    # (a batch costs a few ZooKeeper round trips whatever its size, so bigger drains faster)
+    two_phase_deletion_batch_size: Annotated[int, Field(ge=1, le=10_000)] = 1000
     ledger_deletion_topic: str = DEFAULT_TOPIC
     ledger_deletion_subscription: str = "ledger-deletion"
     ledger_deletion_dlq_subscription: str = "ledger-deletion-dlq"

@@ -79,7 +79,8 @@ class Daemon:
                 self._gauge_warned = True
 
     def idle_state(self) -> IdleState:
-        """--exit-when-idle: nothing in hand or held, quiet for 3 s, and a fresh backlog read of 0."""
+        """--exit-when-idle: nothing in hand or held, quiet for 3 s, and a backlog of 0 once what
+        this worker acknowledged after the (possibly stale) reading is taken off it."""
         w = self.worker
         if w is None:
             return IdleState(False, "not started")
@@ -92,7 +93,7 @@ class Daemon:
             backlog = self.backlog.backlog(self.service.topics.consumed, self.service.topics.subscription)
         except BrokerError as e:
             return IdleState(False, f"backlog unknown: {e}")
-        pending = {t: n for t, n in backlog.items() if n}
+        pending = w.acked.explains(backlog, self.backlog.staleness_s)
         if pending:
             return IdleState(False, f"backlog {sum(pending.values())} on {len(pending)} topic(s)")
         return IdleState(True)

@@ -26,6 +26,9 @@ BACKLOG_METRIC = "pulsar_subscription_back_log"
 
 
 class BacklogSource(abc.ABC):
+    #: How old a backlog reading may be: what it counts may have been acknowledged since.
+    staleness_s: float = 0.0
+
     @abc.abstractmethod
     def backlog(self, topics: Iterable[str], subscription: str) -> dict[str, int]:
         """topic → messages not yet acknowledged by ``subscription`` (0 for a topic not created yet)."""
@@ -48,6 +51,8 @@ class NoBacklog(BacklogSource):
 
 class MetricsBacklog(BacklogSource):
     """The embedded broker's ``/metrics`` (labels: namespace, topic, partition, subscription)."""
+
+    staleness_s = 15.0  # refreshed every ~10 s, plus the time a scrape takes to be served
 
     def __init__(self, metrics_url: str, timeout_s: float = 5) -> None:
         self.metrics_url = metrics_url

@@ -43,6 +43,14 @@ def policy_from(config: DeletionConfig) -> Policy:
     )
 
 
+def batch_size(config: DeletionConfig) -> int:
+    """At most one second of work under ``maxDeletionsPerSecond``: a stop finishes the batch in
+    hand, and a paced batch of a thousand would hold a SIGTERM for minutes."""
+    rate = config.max_deletions_per_second
+    size = config.two_phase_deletion_batch_size
+    return size if rate <= 0 else max(1, min(size, int(rate)))
+
+
 class SyncOutcome(StrEnum):
     """How a synchronous delete ended (``admin/outcomes.py`` maps each to an HTTP status)."""
 
@@ -102,7 +110,8 @@ class LedgerDeletionService:
         # Producers (and so subscriptions) for RETRY and DLQ exist before the first message needs them.
         self.publisher.prepare(self.topics.retry, self.topics.dlq)
         self.worker = DeletePhaseWorker(requests, retries, self.publisher, self.pipeline,
-                                        self.policy, self.metrics, on_settled=on_settled)
+                                        self.policy, self.metrics, batch_size=batch_size(self.config),
+                                        on_settled=on_settled)
         return self.worker
 
     def close(self) -> None:

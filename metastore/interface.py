@@ -168,6 +168,10 @@ class MetadataStore(abc.ABC):
         """Read many nodes; ZooKeeper pipelines these instead of a round trip each."""
         return {p: self.get(p) for p in paths}
 
+    def children_many(self, paths: Iterable[str]) -> dict[str, list[str]]:
+        """The children of many nodes (``[]`` for an absent one); ZooKeeper pipelines these."""
+        return {p: self.children(p) for p in paths}
+
     def delete_many(
         self, targets: Sequence[tuple[str, int]], batch_size: int = 100
     ) -> dict[str, NodeDeleteOutcome]:
@@ -179,15 +183,27 @@ class MetadataStore(abc.ABC):
         Each node ends with an outcome; none is deleted at another version.
         """
         outcomes: dict[str, NodeDeleteOutcome] = {}
-        for batch in _batches(targets, batch_size, self.max_request_bytes):
+        batches = list(_batches(targets, batch_size, self.max_request_bytes))
+        for batch, applied in zip(batches, self._delete_batches(batches), strict=True):
+            if applied:
+                outcomes.update((p, NodeDeleteOutcome.DELETED) for p, _ in batch)
+            else:
+                for path, version in batch:
+                    outcomes[path] = self._delete_one(path, version)
+        return outcomes
+
+    def _delete_batches(self, batches: Sequence[Sequence[tuple[str, int]]]) -> list[bool]:
+        """Whether each batch's atomic delete was applied; ZooKeeper overrides this to keep
+        several in flight (its log then syncs them together)."""
+        applied = []
+        for batch in batches:
             try:
                 self.multi([Delete(p, v) for p, v in batch])
             except MultiOpError:
-                for path, version in batch:
-                    outcomes[path] = self._delete_one(path, version)
+                applied.append(False)
             else:
-                outcomes.update((p, NodeDeleteOutcome.DELETED) for p, _ in batch)
-        return outcomes
+                applied.append(True)
+        return applied
 
     def _delete_one(self, path: str, version: int) -> NodeDeleteOutcome:
         try:

@@ -57,8 +57,10 @@ from kazoo.protocol.states import ZnodeStat
 
 #: ``ZooDefs.OpCode.multiRead``.
 MULTI_READ_TYPE: Final = 22
-#: ``ZooDefs.OpCode.getData``, the only op this request carries.
+#: ``ZooDefs.OpCode.getData``, the op a :class:`MultiRead` carries.
 GET_DATA_TYPE: Final = 4
+#: ``ZooDefs.OpCode.getChildren``, the op a :class:`MultiListChildren` carries.
+GET_CHILDREN_TYPE: Final = 8
 #: ``ZooDefs.OpCode.error``: the op's slot holds an ``ErrorResponse``.
 ERROR_TYPE: Final = -1
 
@@ -66,6 +68,7 @@ _HEADER = struct.Struct("!iBi")
 _INT = struct.Struct("!i")
 _STAT = struct.Struct("!qqqqiiiqiiq")
 _GET_DATA_HEADER: Final = _HEADER.pack(GET_DATA_TYPE, 0, -1)
+_GET_CHILDREN_HEADER: Final = _HEADER.pack(GET_CHILDREN_TYPE, 0, -1)
 _END: Final = _HEADER.pack(-1, 1, -1)
 
 #: Reply bytes one op costs besides its data: its MultiHeader, the data's length, the Stat.
@@ -87,6 +90,11 @@ GROWTH: Final = 4
 
 #: One op's outcome: the node's data and Stat, or the error ZooKeeper gave for that op alone.
 ReadResult = tuple[bytes, ZnodeStat] | ZookeeperError
+#: One listing's outcome: the children's names, or the error ZooKeeper gave for that op alone.
+ListResult = list[str] | ZookeeperError
+#: Listings one :class:`MultiListChildren` carries.  Children lists have no size to learn
+#: from beforehand; the callers list managed ledgers, whose children are a few cursors.
+MAX_LIST_OPS: Final = 200
 
 
 class MultiReadError(Exception):
@@ -191,3 +199,68 @@ class ChunkSizer:
 def reply_bytes(data_lengths: Sequence[int]) -> int:
     """The wire size of a multi-read reply carrying nodes of these data lengths."""
     return REPLY_BYTES_FIXED + sum(REPLY_BYTES_PER_OP + n for n in data_lengths)
+
+
+class MultiListChildren:
+    """One multi-read request of ``getChildren`` ops (no watches): the same framing as
+    :class:`MultiRead`, each reply slot a ``GetChildrenResponse{vector<ustring>}``.
+
+    Why: the delete phase lists the cursors of every managed ledger in a batch;
+    one ``getChildren`` each cost more than the rest of the batch's reads."""
+
+    type: Final = MULTI_READ_TYPE
+
+    def __init__(self, paths: Sequence[str]) -> None:
+        self.paths = tuple(paths)
+
+    def __repr__(self) -> str:
+        first = self.paths[0] if self.paths else ""
+        return f"MultiListChildren({len(self.paths)} getChildren ops, first {first!r})"
+
+    def serialize(self) -> bytes:
+        parts: list[bytes] = []
+        for path in self.paths:
+            raw = path.encode("utf-8")
+            parts += (_GET_CHILDREN_HEADER, _INT.pack(len(raw)), raw, b"\x00")  # watch = false
+        parts.append(_END)
+        return b"".join(parts)
+
+    def deserialize(self, buffer: bytes | bytearray | memoryview, offset: int) -> list[ListResult]:
+        """One :data:`ListResult` per requested path, in order; off-layout replies raise :class:`MultiReadError`."""
+        results: list[ListResult] = []
+        try:
+            while True:
+                op_type, done, _ = _HEADER.unpack_from(buffer, offset)
+                offset += _HEADER.size
+                if done:
+                    break
+                if op_type == GET_CHILDREN_TYPE:
+                    names, offset = _read_strings(buffer, offset)
+                    results.append(names)
+                elif op_type == ERROR_TYPE:
+                    (code,) = _INT.unpack_from(buffer, offset)
+                    offset += _INT.size
+                    results.append(EXCEPTIONS[code]())
+                else:
+                    raise MultiReadError(f"multi-read reply op {len(results)} has type {op_type}, "
+                                         "expected getChildren or error")
+        except (struct.error, UnicodeDecodeError) as e:
+            raise MultiReadError(f"multi-read reply malformed after {len(results)} results: {e}") from e
+        if len(results) != len(self.paths):
+            raise MultiReadError(f"multi-read reply has {len(results)} results for {len(self.paths)} paths")
+        return results
+
+
+def _read_strings(buffer: bytes | bytearray | memoryview, offset: int) -> tuple[list[str], int]:
+    """A jute ``vector<ustring>`` (count -1 is a null vector: no names)."""
+    (count,) = _INT.unpack_from(buffer, offset)
+    offset += _INT.size
+    names = []
+    for _ in range(max(count, 0)):
+        (length,) = _INT.unpack_from(buffer, offset)
+        offset += _INT.size
+        if length < 0 or offset + length > len(buffer):
+            raise MultiReadError(f"child name of {length} bytes at offset {offset} overruns the reply")
+        names.append(bytes(buffer[offset:offset + length]).decode("utf-8"))
+        offset += length
+    return names, offset

@@ -56,12 +56,14 @@ from metastore.interface import (
     validate_path,
 )
 from metastore.url import ZooKeeperUrl
-from metastore.zookeeper_multiread import ChunkSizer, MultiRead, MultiReadError
+from metastore.zookeeper_multiread import MAX_LIST_OPS, ChunkSizer, MultiListChildren, MultiRead, MultiReadError
 
 DIGEST_ENV = "LEDGER_DELETION_METADATA_STORE_DIGEST"
 #: Multi-reads one ``get_many`` keeps in flight: the server reads one chunk while the
 #: client decodes the last, at ``REPLY_BUDGET`` bytes of replies each at most.
 MULTI_READ_IN_FLIGHT: Final = 3
+#: Delete multis ``delete_many`` keeps in flight (each at most ``delete_many``'s batch size).
+DELETE_MULTIS_IN_FLIGHT: Final = 8
 #: How long a server that refused a multi-read may take to drop the connection (ZooKeeper
 #: closes it right after the reply) before the store takes it that the connection stays.
 DROP_GRACE_S: Final = 1.0
@@ -239,16 +241,20 @@ class ZooKeeperMetadataStore(MetadataStore):
         return out
 
     def _send_multi_read(self, chunk: list[str]) -> Any:  # noqa: ANN401 - kazoo's IAsyncResult is untyped
-        """Queue one multi-read on kazoo's connection, as kazoo queues its own requests.
+        return self._send(MultiRead(self._server_paths(chunk)))
+
+    def _server_paths(self, chunk: list[str]) -> list[str]:
+        """The chroot applied, as kazoo applies it to its own requests' paths."""
+        root = self._client.chroot or ""
+        return [root + p if p != "/" else (root or "/") for p in chunk]
+
+    def _send(self, request: MultiRead | MultiListChildren) -> Any:  # noqa: ANN401 - kazoo's IAsyncResult
+        """Queue a request kazoo does not know on its connection, as kazoo queues its own.
 
         kazoo has no public call for a request type it does not know; ``_call`` is
-        the one door every kazoo request goes through (state checks, queue, wake-up).
-        The chroot is applied here, as kazoo applies it to its own requests' paths.
-        """
-        root = self._client.chroot or ""
-        server_paths = [root + p if p != "/" else (root or "/") for p in chunk]
+        the one door every kazoo request goes through (state checks, queue, wake-up)."""
         reply = self._client.handler.async_result()
-        self._client._call(MultiRead(server_paths), reply)
+        self._client._call(request, reply)
         return reply
 
     def _get_pipelined(self, paths: list[str]) -> dict[str, Node | None]:
@@ -274,6 +280,50 @@ class ZooKeeperMetadataStore(MetadataStore):
             return []
         except (kx.KazooException, KazooTimeoutError) as e:
             raise _map(e, path) from e
+
+    def children_many(self, paths: Iterable[str]) -> dict[str, list[str]]:
+        """Multi-read listings when the server has them (known from an earlier ``get_many``),
+        else one pipelined ``getChildren`` per path; ``[]`` for an absent node.
+
+        The delete phase lists the cursors of every managed ledger a batch
+        touches; one round trip each made that listing most of a batch's time."""
+        paths = list(dict.fromkeys(paths))
+        for path in paths:
+            validate_path(path)
+        if self._client.state != KazooState.CONNECTED:
+            raise MetadataStoreUnavailable("ZooKeeper unavailable: not connected")
+        if self._multi_read:
+            return self._list_multi_read(paths)
+        pending = [(p, self._client.get_children_async(p)) for p in paths]
+        out: dict[str, list[str]] = {}
+        for path, result in pending:
+            try:
+                out[path] = sorted(result.get(timeout=self._op_timeout_s))
+            except kx.NoNodeError:
+                out[path] = []
+            except (kx.KazooException, KazooTimeoutError) as e:
+                raise _map(e, path) from e
+        return out
+
+    def _list_multi_read(self, paths: list[str]) -> dict[str, list[str]]:
+        chunks = [paths[i:i + MAX_LIST_OPS] for i in range(0, len(paths), MAX_LIST_OPS)]
+        pending = [(chunk, self._send(MultiListChildren(self._server_paths(chunk)))) for chunk in chunks]
+        out: dict[str, list[str]] = {}
+        for chunk, reply in pending:
+            try:
+                results = reply.get(timeout=self._op_timeout_s)
+            except (kx.KazooException, KazooTimeoutError) as e:
+                raise _map(e, f"{chunk[0]} (multi-read of {len(chunk)} listings)") from e
+            except MultiReadError as e:
+                raise MetadataStoreError(f"ZooKeeper multi-read listing from {chunk[0]}: {e}") from e
+            for path, result in zip(chunk, results, strict=True):
+                if isinstance(result, kx.NoNodeError):
+                    out[path] = []
+                elif isinstance(result, Exception):
+                    raise _map(result, path) from result
+                else:
+                    out[path] = sorted(result)
+        return out
 
     # ---- writes
 
@@ -340,6 +390,35 @@ class ZooKeeperMetadataStore(MetadataStore):
             else:
                 out.append(None)
         return out
+
+    def _delete_batches(self, batches: Sequence[Sequence[tuple[str, int]]]) -> list[bool]:
+        """Up to ``DELETE_MULTIS_IN_FLIGHT`` delete multis sent before the first reply is awaited.
+
+        One at a time, each multi waited for its own log sync; in flight together,
+        ZooKeeper syncs them as one group.  Each is still atomic on its own, and a
+        lost connection raises as one multi would (the caller re-verifies later)."""
+        applied: list[bool] = []
+        pending: deque[Any] = deque()
+        for i, batch in enumerate(batches):
+            ops = [Delete(p, v) for p, v in batch]
+            for op in ops:
+                validate_path(op.path)
+            self.check_request_size(ops)
+            tx = self._client.transaction()
+            for op in ops:
+                tx.delete(op.path, -1 if op.expected_version == ANY else op.expected_version)
+            pending.append(tx.commit_async())
+            if len(pending) >= DELETE_MULTIS_IN_FLIGHT or i == len(batches) - 1:
+                while pending:
+                    applied.append(self._await_deletes(pending.popleft()))
+        return applied
+
+    def _await_deletes(self, reply: Any) -> bool:  # noqa: ANN401 - kazoo's IAsyncResult is untyped
+        try:
+            results = reply.get(timeout=self._op_timeout_s)
+        except (kx.KazooException, KazooTimeoutError) as e:
+            raise _map(e, "multi-op") from e
+        return not any(isinstance(r, Exception) for r in results)
 
     def close(self) -> None:
         try:

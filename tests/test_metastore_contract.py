@@ -223,3 +223,13 @@ def test_concurrent_writers_from_two_processes(store_url: str, store: MetadataSt
     # Every increment survived: CAS lost none, whatever the interleaving.
     assert int(node.data) == 2 * rounds
     assert node.version == 2 * rounds
+
+
+def test_children_many(store: MetadataStore) -> None:
+    """The same answer as one ``children`` each: sorted names, ``[]`` for an absent node."""
+    for path in ("/cm/a/x", "/cm/a/y", "/cm/b/z", "/cm/leaf"):
+        store.put(path, b"", ABSENT)
+    store.get_many(["/cm/a"])  # on ZooKeeper, the first multi-read tells the store it has them
+    paths = ["/cm/a", "/cm/b", "/cm/leaf", "/cm/missing", "/cm"]
+    assert store.children_many(paths) == {p: store.children(p) for p in paths}
+    assert store.children_many(paths)["/cm/a"] == ["x", "y"]

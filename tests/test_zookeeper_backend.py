@@ -21,6 +21,7 @@ from metastore.zookeeper_multiread import (
     MAX_OPS,
     REPLY_BUDGET,
     ChunkSizer,
+    MultiListChildren,
     MultiRead,
     MultiReadError,
     reply_bytes,
@@ -404,3 +405,35 @@ def test_multi_read_wire_format() -> None:
         request.deserialize(reply[:20], 0)
     with pytest.raises(MultiReadError, match="type 8"):
         request.deserialize(_reply(struct.pack("!iBi", 8, 0, 0)), 0)
+
+
+class SentListings(SentMultiReads):
+    def __call__(self, request: Any, async_object: Any) -> Any:
+        if isinstance(request, MultiListChildren):
+            self.sent.append(request.paths)
+        return self.real(request, async_object)
+
+
+def test_children_many_lists_by_multi_read_inside_the_chroot(zookeeper: ZooKeeperServer, zk_url: str,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Listings of 450 nodes go out as a few multi-reads carrying the chroot, and answer as
+    ``children`` does (a same-named node outside the chroot is not what is listed)."""
+    chroot = "/" + zk_url.split("/", 3)[3]
+    raw = _raw_client(zookeeper)
+    try:
+        raw.create("/ls/n0/outside", b"", makepath=True)
+    finally:
+        raw.stop()
+        raw.close()
+    with _zk_store(zk_url) as store:
+        for i in range(450):
+            store.put(f"/ls/n{i}/c{i % 3}", b"", ABSENT)
+        store.get_many(["/ls"])
+        paths = [f"/ls/n{i}" for i in range(450)] + ["/ls/missing"]
+        spy = SentListings(store)
+        monkeypatch.setattr(store._client, "_call", spy)
+        listed = store.children_many(paths)
+        monkeypatch.undo()
+        assert listed == {p: store.children(p) for p in paths}
+        assert listed["/ls/n0"] == ["c0"]
+        assert len(spy.sent) == 3 and all(p.startswith(chroot + "/ls/") for sent in spy.sent for p in sent)

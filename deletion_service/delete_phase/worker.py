@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from deletion_service.broker.interface import BrokerError, Consumer, Received
 from deletion_service.delete_phase import decision, dispose
+from deletion_service.delete_phase.ack_tally import AckTally
 from deletion_service.delete_phase.decision import Action, Kind, Outcome, Policy, Verdict
 from deletion_service.delete_phase.pipeline import DeletePipeline
 from deletion_service.metrics import DeletionMetrics
@@ -94,6 +95,7 @@ class DeletePhaseWorker:
         self._retry_paused_until = 0.0
         self._deferred_in_pass = 0
         self.last_message_at = 0.0
+        self.acked = AckTally()  # what we acked lately: explains a stale backlog reading (--exit-when-idle)
         self.busy = False
         self._lock = threading.Lock()
 
@@ -202,6 +204,7 @@ class DeletePhaseWorker:
         try:
             dispose.publish_deferred(self.publisher, msg, (due - now_ms) / 1000)
             self.retries.ack(msg)
+            self.acked.record(msg.topic)
         except BrokerError as e:
             _log.warning("held set full and RETRY refused a deferred message (%s); holding it", e)
             return
@@ -279,6 +282,7 @@ class DeletePhaseWorker:
             if action.kind == Kind.MAX_RETRIES:
                 self.metrics.max_retry_reached.inc()
         p.consumer.ack(p.message)
+        self.acked.record(p.message.topic)
 
     def _defer(self, p: _Pending, why: str) -> None:
         now = time.monotonic()
