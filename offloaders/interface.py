@@ -127,6 +127,10 @@ class ObjectName:
 
 
 #: ``java.util.UUID#toString``: lower-case hex, 8-4-4-4-12.
+#: Storage calls the delete phase keeps in flight for one batch (verifying, then deleting, offloaded
+#: copies): an object store answers each in milliseconds, so one at a time made S3 the whole batch.
+OFFLOAD_CONCURRENCY = 16
+
 UUID_PATTERN = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 #: Ledger ids as ``%d`` writes them (no leading zeros), so a parsed name always names itself back.
 _OBJECT_NAME = re.compile(rf"({UUID_PATTERN})(?:-ledger-(0|[1-9][0-9]{{0,18}}))?(-index)?")

@@ -33,6 +33,7 @@ from metastore.formats.custom_metadata import CURRENT_FORMAT_VERSION, FORMAT_VER
 from offloaders.allow_list import S3_FAMILY_DRIVERS, AllowList, decide
 from offloaders.index_format import IndexFormatError, parse_index_v1, parse_index_v2
 from offloaders.interface import (
+    OFFLOAD_CONCURRENCY,
     IndexFacts,
     IndexKind,
     IndexRef,
@@ -114,6 +115,8 @@ class S3Offloader(Offloader):
             # S3-compatible stores reject; only send what the operation requires.
             request_checksum_calculation="when_required",
             response_checksum_validation="when_required",
+            # the delete phase keeps OFFLOAD_CONCURRENCY calls in flight per batch: one connection each
+            max_pool_connections=OFFLOAD_CONCURRENCY,
         )
         self._default_region = default_region
         self._clients: dict[tuple[str, str], Any] = {}

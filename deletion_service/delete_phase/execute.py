@@ -17,7 +17,7 @@ from tenacity import Retrying
 
 from deletion_service.delete_phase.decision import Action, Verdict
 from deletion_service.delete_phase.facts import DeleteResult, DeleteStatus, Facts
-from deletion_service.delete_phase.gather import TRANSIENT, in_process_retry
+from deletion_service.delete_phase.gather import TRANSIENT, in_parallel, in_process_retry
 from metastore.interface import MetadataStore, NodeDeleteOutcome
 from offloaders.interface import ObjectDeleteOutcome, OffloadError, OffloadTransientError
 from offloaders.registry import OffloaderSettings, offloader_for
@@ -76,9 +76,10 @@ class Executor:
             for i, result in zip(bk, self._delete_bookkeeper([facts[i] for i in bk], [actions[i] for i in bk]),
                                  strict=True):
                 results[i] = result
-        for i in deletes:
-            if actions[i].verdict == Verdict.DELETE_OFFLOAD:
-                results[i] = self._delete_offload(facts[i])
+        offload = [i for i in deletes if actions[i].verdict == Verdict.DELETE_OFFLOAD]
+        for i, result in zip(offload, in_parallel([(lambda i=i: self._delete_offload(facts[i])) for i in offload]),
+                             strict=True):
+            results[i] = result
         return results
 
     def _delete_bookkeeper(self, facts: Sequence[Facts], actions: Sequence[Action]) -> list[DeleteResult]:
