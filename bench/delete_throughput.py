@@ -76,7 +76,7 @@ def run_trim(zk: ZooKeeperServer, ledgers: int = 1000) -> tuple[float, int]:
         writer.managed_ledger(TOPIC, range(1, ledgers + 1))
         writer.cursor(TOPIC, "sub", Position(ledgers, 0))
         started = time.perf_counter()
-        result = trim(store, TOPIC, lambda r: "sent", offline=True)
+        result = trim(store, TOPIC, lambda requests: ["sent"] * len(requests), offline=True)
         return time.perf_counter() - started, result.metadata_writes
 
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 import itertools
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from deletion_service.broker.interface import BrokerError
 from deletion_service.cluster_writer import ClusterWriter, pulsar_custom_metadata, schema_custom_metadata
 from deletion_service.delete_phase.worker import Settled
 from deletion_service.mark_phase.trim import trim
@@ -124,9 +125,13 @@ def _offload(base: Path, topic: str, ledger_id: int, msb: int, lsb: int, bookkee
 
 def mark(service: LedgerDeletionService, plan: DemoPlan, on_trim: Callable[[str, int], None] | None = None) -> None:
     """Phase one: trim every topic, then send the orphan, manual and garbled requests."""
-    def send(request: PendingDeleteLedgerInfo) -> str:
-        plan.sent_by_trim += 1
-        return service.send_pending_delete(request)
+    def send(requests: Sequence[PendingDeleteLedgerInfo]) -> list[str | BrokerError]:
+        answers = service.publisher.send_requests(requests)
+        for request, answer in zip(requests, answers, strict=True):
+            if isinstance(answer, str):  # only receipted requests reach the daemon, so only they are awaited
+                plan.sent_by_trim += 1
+                service.metrics.sent.labels(type=request.ledger_type.value).inc()
+        return answers
 
     for topic in plan.topics:
         result = trim(service.store, topic, send, offline=True)

@@ -4,13 +4,20 @@ A message sent to a topic nobody subscribes to is lost on a broker that
 deletes unsubscribed data, so the subscription is created (at Earliest)
 before the first send to each topic.  Sends are unbatched and wait for the
 broker's receipt: a request counts as sent only once it is persisted.
+
+The ``send_many``/``send_requests`` forms pipeline (many messages in flight,
+every partition at once) and return each message's receipt or error in the
+input order, never raising for a broker failure: callers such as ``trim`` must
+know exactly which requests were receipted.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import defaultdict
+from collections.abc import Sequence
 
-from deletion_service.broker.interface import BrokerClient, Producer
+from deletion_service.broker.interface import BrokerClient, BrokerError, Outgoing, Producer
 from deletion_service.model import PendingDeleteLedgerInfo, encode
 from deletion_service.topics import DeletionTopics
 
@@ -38,6 +45,42 @@ class RequestPublisher:
     def send_request(self, request: PendingDeleteLedgerInfo) -> str:
         """To the request's partition; returns the message id once receipted."""
         return self._producer(self.topics.partition_for(request.ledger_id)).send(encode(request))
+
+    def send_requests(self, requests: Sequence[PendingDeleteLedgerInfo]) -> list[str | BrokerError]:
+        """Each request to its partition (grouped per partition producer, pipelined), results in the input order.
+
+        All partitions go to the broker client together (``BrokerClient.send_batches``), so every
+        partition has a window in flight at once.  Within a partition the order is kept, so
+        duplicates of one ledger still meet in order.  A partition whose producer cannot be had
+        fails its own requests only."""
+        by_topic: dict[str, list[int]] = defaultdict(list)
+        for index, request in enumerate(requests):
+            by_topic[self.topics.partition_for(request.ledger_id)].append(index)
+        results: list[str | BrokerError] = [BrokerError("not sent")] * len(requests)
+        batches: list[tuple[Producer, list[Outgoing]]] = []
+        sending: list[list[int]] = []
+        for topic, indexes in by_topic.items():
+            try:
+                producer = self._producer(topic)
+            except BrokerError as e:
+                for index in indexes:
+                    results[index] = e
+                continue
+            batches.append((producer, [Outgoing(encode(requests[i])) for i in indexes]))
+            sending.append(indexes)
+        for indexes, answers in zip(sending, self.broker.send_batches(batches), strict=True):
+            for index, answer in zip(indexes, answers, strict=True):
+                results[index] = answer
+        return results
+
+    def send_many(self, topic: str, messages: Sequence[Outgoing]) -> list[str | BrokerError]:
+        """To one topic (RETRY/DLQ), pipelined.  A topic that cannot be prepared (its subscription
+        or producer) fails each of its messages with that reason instead of raising."""
+        try:
+            producer = self._producer(topic)
+        except BrokerError as e:
+            return [e] * len(messages)
+        return producer.send_many(messages)
 
     def send_raw(self, topic: str, data: bytes) -> str:
         """Arbitrary bytes (the demo's garbled message; tests of the DLQ path)."""

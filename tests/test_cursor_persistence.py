@@ -138,7 +138,7 @@ def test_reset_never_retries_a_write_whose_reply_was_lost(store) -> None:
 
 def _trim_once(store) -> None:
     """The real mark phase (sends go nowhere: this race is about the metadata commit)."""
-    trim(store, TOPIC, send=lambda request: "sent", offline=True)
+    trim(store, TOPIC, send=lambda requests: ["sent"] * len(requests), offline=True)
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ from deletion_service.broker.interface import BrokerError
 from deletion_service.cluster_writer import ClusterWriter
 from deletion_service.cursor.reset import reset_stored_cursor
 from deletion_service.mark_phase.pick import OffloadLocation
-from deletion_service.mark_phase.trim import TrimRefused, trim
+from deletion_service.mark_phase.trim import TrimRefused, one_at_a_time, trim
 from deletion_service.model import PendingDeleteLedgerInfo
 from metastore import ABSENT, MetadataStore, MetadataStoreUnavailable, open_store
 from metastore.formats import (
@@ -98,15 +98,25 @@ def store(zk_url: str) -> Iterator[CountingStore]:
 
 
 class Sender:
-    def __init__(self, fail_for: set[int] | None = None) -> None:
+    """trim's batch sender, recording what was sent.  ``fail_for`` is a test double for a broker
+    *failure* only (a ledger id fails every request of that ledger, a ``(ledger id, ledger type)``
+    just that copy's): the real broker path is covered by tests/test_broker_send_many.py."""
+
+    def __init__(self, fail_for: set[int | tuple[int, str]] | None = None) -> None:
         self.sent: list[PendingDeleteLedgerInfo] = []
+        self.batches: list[int] = []
         self.fail_for = fail_for or set()
 
-    def __call__(self, request: PendingDeleteLedgerInfo) -> str:
-        if request.ledger_id in self.fail_for:
-            raise BrokerError("send timed out")
-        self.sent.append(request)
-        return f"id-{len(self.sent)}"
+    def __call__(self, requests: Sequence[PendingDeleteLedgerInfo]) -> list[str | BrokerError]:
+        self.batches.append(len(requests))
+        answers: list[str | BrokerError] = []
+        for request in requests:
+            if {request.ledger_id, (request.ledger_id, request.ledger_type.value)} & self.fail_for:
+                answers.append(BrokerError("send timed out"))
+                continue
+            self.sent.append(request)
+            answers.append(f"id-{len(self.sent)}")
+        return answers
 
 
 def listed(store: MetadataStore, topic: str = TOPIC) -> list[int]:
@@ -126,6 +136,7 @@ def test_a_thousand_ledgers_trim_in_one_write(store: CountingStore) -> None:
     assert result.metadata_writes == 1
     assert listed(store.inner) == list(range(901, 1001))
     assert [r.ledger_id for r in send.sent] == list(range(1, 901))
+    assert send.batches == [900]  # every request of the topic in one pipelined call
     assert {(r.ledger_type.value, r.reason.value, r.ledger_component.value) for r in send.sent} == {
         ("LEDGER", "trim", "MANAGED_LEDGER")
     }
@@ -176,6 +187,45 @@ def test_failed_sends_keep_their_ledgers(store: CountingStore) -> None:
     assert listed(store.inner) == [2, 4, 6]
 
 
+def test_a_ledger_stays_listed_unless_every_copy_was_receipted(store: CountingStore) -> None:
+    """Ledger 1 has a BookKeeper and an offloaded copy; only the offloaded copy's request fails."""
+    ctx = OffloadContext(uid_msb=5, uid_lsb=6, complete=True, bookkeeper_deleted=False, driver_name="aws-s3",
+                         driver_metadata={"bucket": "b"})
+    w = ClusterWriter(store.inner)
+    w.managed_ledger(TOPIC, [LedgerInfo(1, 1, 1, offload_context=ctx), LedgerInfo(2, 1, 1), LedgerInfo(3)])
+    w.cursor(TOPIC, "sub", Position(3, 0))
+    send = Sender(fail_for={(1, "OFFLOAD_LEDGER")})
+    progress: list[tuple[int, int]] = []
+    result = trim(store, TOPIC, send, offline=True, progress=lambda done, total: progress.append((done, total)))
+    assert [(r.ledger_id, r.ledger_type.value) for r in send.sent] == [(1, "LEDGER"), (2, "LEDGER")]
+    assert result.not_sent == [1] and result.removed == [2] and listed(store.inner) == [1, 3]
+    assert progress == [(0, 2), (2, 2)]
+
+
+def test_a_batch_that_fails_whole_keeps_every_ledger(store: CountingStore) -> None:
+    w = ClusterWriter(store.inner)
+    w.managed_ledger(TOPIC, range(1, 4))
+    w.cursor(TOPIC, "sub", Position(3, 0))
+    before = len(store.writes)
+
+    def broker_down(requests: Sequence[PendingDeleteLedgerInfo]) -> list[str | BrokerError]:
+        raise BrokerError("cannot create a producer")  # test double for a broker failure
+
+    result = trim(store, TOPIC, broker_down, offline=True)
+    assert result.not_sent == [1, 2] and result.removed == [] and result.metadata_writes == 0
+    assert store.writes[before:] == [] and listed(store.inner) == [1, 2, 3]
+
+
+def test_a_sender_answering_for_the_wrong_number_of_requests_writes_nothing(store: CountingStore) -> None:
+    w = ClusterWriter(store.inner)
+    w.managed_ledger(TOPIC, range(1, 4))
+    w.cursor(TOPIC, "sub", Position(3, 0))
+    before = len(store.writes)
+    with pytest.raises(RuntimeError, match="answered 1 times for 2 requests"):
+        trim(store, TOPIC, lambda requests: ["id"], offline=True)
+    assert store.writes[before:] == [] and listed(store.inner) == [1, 2, 3]
+
+
 def test_nothing_receipted_nothing_written(store: CountingStore) -> None:
     w = ClusterWriter(store.inner)
     w.managed_ledger(TOPIC, range(1, 4))
@@ -204,7 +254,7 @@ def test_a_cursor_reset_during_the_sends_aborts_the_write(store: CountingStore) 
             resets.append(reset_stored_cursor(store.inner, TOPIC, "sub", Position(2, 0)))
         return "id"
 
-    result = trim(store, TOPIC, send_and_reset, offline=True)
+    result = trim(store, TOPIC, one_at_a_time(send_and_reset), offline=True)
     assert result.aborted is not None and "sub" in result.aborted
     assert result.removed == [] and listed(store.inner) == [1, 2, 3, 4, 5]
     md = decode_cursor(store.inner.get(f"{managed_ledger_path(TOPIC)}/sub").data).mark_delete  # type: ignore[union-attr]
@@ -344,7 +394,7 @@ def test_a_cursor_created_during_the_sends_aborts_the_write(store: CountingStore
         return "id"
 
     writes_before = len(store.writes)
-    result = trim(store, TOPIC, send_and_subscribe, offline=True)
+    result = trim(store, TOPIC, one_at_a_time(send_and_subscribe), offline=True)
     assert created == [1]
     assert result.aborted is not None and "new: late" in result.aborted, result.aborted
     assert result.removed == [] and result.metadata_writes == 0 and store.writes[writes_before:] == []
@@ -365,7 +415,7 @@ def test_a_cursor_deleted_during_the_sends_aborts_the_write(store: CountingStore
             gone.append(path)
         return "id"
 
-    result = trim(store, TOPIC, send_and_unsubscribe, offline=True)
+    result = trim(store, TOPIC, one_at_a_time(send_and_unsubscribe), offline=True)
     assert result.aborted is not None and "gone: b" in result.aborted
     assert result.removed == [] and listed(store.inner) == [1, 2, 3, 4, 5]
 
@@ -393,3 +443,39 @@ def test_a_store_that_stays_down_fails_trim_with_its_error_and_writes_nothing(zk
             trim(store, TOPIC, Sender(), offline=True)
         assert store.dropped == 3 and store.writes == []  # three tries of the first read, then its error
         assert listed(inner) == [1, 2, 3]
+
+
+# --- enqueue's pipelined send_all ---
+
+
+def test_send_all_reports_exactly_which_requests_were_receipted() -> None:
+    from deletion_service.mark_phase import enqueue
+
+    requests = [enqueue.single_request(TOPIC, lid) for lid in range(1, 6)]
+    calls: list[int] = []
+    progress: list[int] = []
+    ok = Sender()
+    assert enqueue.send_all(requests, ok, progress.append) == ["id-1", "id-2", "id-3", "id-4", "id-5"]
+    assert ok.batches == [5] and progress == [5]
+
+    def record(batch: Sequence[PendingDeleteLedgerInfo]) -> list[str | BrokerError]:
+        calls.append(len(batch))
+        return failing(batch)
+
+    failing = Sender(fail_for={2})  # test double for a broker failure on ledger 2's request
+    with pytest.raises(enqueue.NotAllSent) as caught:
+        enqueue.send_all(requests, record)
+    assert caught.value.message_ids == ["id-1", None, "id-2", "id-3", "id-4"]  # pipelined: later ones went out
+    assert caught.value.sent == 4 and caught.value.unsent() == [1] and "sent 4 of 5" in str(caught.value)
+    assert calls == [5]
+
+
+def test_send_all_stops_after_a_batch_with_a_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    from deletion_service.mark_phase import enqueue
+
+    monkeypatch.setattr(enqueue, "SEND_BATCH", 2)
+    requests = [enqueue.single_request(TOPIC, lid) for lid in range(1, 6)]
+    send = Sender(fail_for={1})
+    with pytest.raises(enqueue.NotAllSent) as caught:
+        enqueue.send_all(requests, send)
+    assert send.batches == [2] and caught.value.message_ids == [None, "id-1", None, None, None]

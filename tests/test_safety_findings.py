@@ -29,7 +29,7 @@ from deletion_service.delete_phase.dispose import (
     MAX_DLQ_BODY,
     RECONSUMETIMES,
 )
-from deletion_service.mark_phase.trim import trim
+from deletion_service.mark_phase.trim import one_at_a_time, trim
 from deletion_service.model import PendingDeleteLedgerInfo, decode_payload
 from deletion_service.service import SyncOutcome
 from deletion_service.testing.offload_objects import build_index_v1, encode_ledger_metadata_format
@@ -132,7 +132,7 @@ def test_trim_racing_the_daemon_leaves_no_orphan(world: World) -> None:
             worker.run_once(0.1)
         return mid
 
-    result = trim(world.store, topic, send_and_let_the_daemon_run, offline=True)
+    result = trim(world.store, topic, one_at_a_time(send_and_let_the_daemon_run), offline=True)
     assert result.removed == ids
     assert all(settled_of(world, lid) == ["reconsumed"] for lid in ids), world.settled
     world.drain(lambda wd: all("deleted" in settled_of(wd, lid) for lid in ids), timeout_s=60)

@@ -60,7 +60,7 @@ from deletion_service.daemon import Daemon
 from deletion_service.delete_phase.worker import Settled
 from deletion_service.errors import EXIT_OK
 from deletion_service.inflight import MetricsBacklog
-from deletion_service.mark_phase.trim import TrimRefused, TrimResult, trim
+from deletion_service.mark_phase.trim import TrimRefused, TrimResult, one_at_a_time, trim
 from deletion_service.model import PendingDeleteLedgerInfo
 from deletion_service.publisher import RequestPublisher
 from deletion_service.topics import DeletionTopics
@@ -417,7 +417,7 @@ def trim_actor(c: Cluster, topic: str, mode: str, rng: random.Random, rnd: int,
     def run() -> None:
         try:
             with contextlib.suppress(SimulatedCrash):
-                run_record.result = trim(c.admin, topic, send, offline=True)
+                run_record.result = trim(c.admin, topic, one_at_a_time(send), offline=True)
         finally:  # even if trim raised: its requests are on the topic and must be judged
             result = run_record.result
             removed = set(result.removed) if result is not None else set()
@@ -728,7 +728,7 @@ def test_randomized_interleavings_never_delete_a_referenced_ledger_nor_leak(
     started = time.monotonic()
     schemas = build_pool(c, random.Random(f"{SEED}/setup"))
     with pytest.raises(TrimRefused):
-        trim(c.admin, STATIC, lambda r: "never", offline=True)
+        trim(c.admin, STATIC, lambda requests: ["never"] * len(requests), offline=True)
     c.publisher.prepare(*c.topics.partition_topics)
     c.daemon.start()
     assert c.daemon.worker is not None
@@ -867,7 +867,7 @@ def test_trim_racing_the_daemon_leaks_without_the_grace_and_the_checker_says_so(
         wait_until(lambda: seen(request.to_json(), terminal=False), 30, "the daemon to look at the request")
         return message_id
 
-    result = trim(c.admin, topic, send_and_wait_for_the_daemon, offline=True)
+    result = trim(c.admin, topic, one_at_a_time(send_and_wait_for_the_daemon), offline=True)
     assert result.removed == ledgers[:2]
     c.truth.trimmed |= set(result.removed)
     wait_until(lambda: all(seen(s.payload, terminal=True) for s in c.truth.sent), 30, "every request to settle")

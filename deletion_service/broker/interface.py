@@ -9,6 +9,7 @@ implements delays itself.
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,10 +30,35 @@ class Received:
     handle: Any = field(repr=False, default=None)
 
 
+@dataclass(frozen=True)
+class Outgoing:
+    """One message to send."""
+
+    data: bytes
+    properties: dict[str, str] = field(default_factory=dict)
+    deliver_after_s: float = 0.0
+
+
 class Producer(abc.ABC):
     @abc.abstractmethod
     def send(self, data: bytes, properties: dict[str, str] | None = None, deliver_after_s: float = 0) -> str:
         """Send and wait for the broker's receipt; returns the message id as text."""
+
+    def send_many(self, messages: Sequence[Outgoing]) -> list[str | BrokerError]:
+        """Each message's receipt (message id as text) or why it failed, in order. Not abstract: the
+        default sends one at a time, catching BrokerError per message.
+
+        Results rather than an exception because callers decide per message: trim keeps listed
+        exactly the ledgers whose requests failed, and must know which of the others were receipted.
+        A client that can keep many messages in flight overrides this (one round trip per window
+        instead of one per message)."""
+        results: list[str | BrokerError] = []
+        for message in messages:
+            try:
+                results.append(self.send(message.data, message.properties, message.deliver_after_s))
+            except BrokerError as e:
+                results.append(e)
+        return results
 
     @abc.abstractmethod
     def close(self) -> None: ...
@@ -63,6 +89,16 @@ class BrokerClient(abc.ABC):
     @abc.abstractmethod
     def ensure_subscription(self, topic: str, subscription: str) -> None:
         """Create ``subscription`` on ``topic`` (at Earliest) if missing, so nothing is sent to no one."""
+
+    def send_batches(self, batches: Sequence[tuple[Producer, Sequence[Outgoing]]]) -> list[list[str | BrokerError]]:
+        """Several producers' messages at once: for each batch, what its producer's ``send_many``
+        answers (each message's receipt or why it failed, in order).
+
+        Why next to ``Producer.send_many``: a request batch spans every partition, and a client that
+        can keep all partitions' windows in flight from one thread beats one thread per partition
+        (measured on pulsar-client: about twice the messages per second, the handoffs between
+        threads costing more than the round trips they overlap).  The default goes producer by producer."""
+        return [producer.send_many(messages) for producer, messages in batches]
 
     @abc.abstractmethod
     def partitions(self, topic: str) -> int:

@@ -3,8 +3,8 @@
 Order matters and is the whole point of PIP-186:
 
 1. read the managed ledger and every cursor (remembering their versions);
-2. pick ledgers wholly consumed; send one request per (ledger, storage) and
-   wait for each receipt;
+2. pick ledgers wholly consumed; send one request per (ledger, storage), all
+   of the topic's in one pipelined batch, and wait for every receipt;
 3. list the cursors again and abort if the set changed (see "New cursors");
 4. in ONE multi-op: check every cursor node is still at the version read in
    step 1, and CAS-put the managed-ledger node without the receipted ids.
@@ -14,6 +14,12 @@ as still in use.  A cursor reset between 1 and 4 (its node version moved)
 fails the multi-op and nothing is forgotten: a rewound cursor can never point
 into a deleted ledger.  A failed send keeps its ledger listed, and so does a
 ledger with a copy no request can name (see ``pick.requests_for``).
+
+Pipelining changes none of this: the batch sender answers per request (a
+receipt or why not), a ledger counts as receipted only when every one of its
+requests was (BookKeeper and offloaded copy), and the write waits until the
+whole batch has answered.  Requests of a failed ledger that did get through
+find it still listed, exactly as after a crash.
 
 New cursors. The multi-op checks the cursors read in step 1, but a cursor
 *created* since (at Earliest, say) is a node the multi does not know. So right
@@ -37,7 +43,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from tenacity import Retrying
@@ -62,6 +68,9 @@ from metastore.interface import BadVersionError, CheckVersion, MetadataStore, Mu
 from metastore.retry import read_retry
 
 _log = logging.getLogger(__name__)
+
+#: Sends a batch of requests; returns, in order, each one's receipt (message id) or why it failed.
+BatchSend = Callable[[Sequence[PendingDeleteLedgerInfo]], list[str | BrokerError]]
 
 #: Test hook: ``after-send`` or ``after-write`` makes trim SIGKILL itself there (crash tests only).
 CRASH_ENV = "LEDGER_DELETION_TEST_CRASH_AT"
@@ -99,7 +108,7 @@ class TrimRefused(UserError):
 def trim(
     store: MetadataStore,
     topic: str,
-    send: Callable[[PendingDeleteLedgerInfo], str],
+    send: BatchSend,
     offline: bool = False,
     dry_run: bool = False,
     clock: Callable[[], float] = time.time,
@@ -107,7 +116,10 @@ def trim(
     offload_fallback: pick.OffloadLocation | None = None,
     retry: Callable[[], Retrying] = read_retry,
 ) -> TrimResult:
-    """``offload_fallback``: the cluster's offload settings, for offloaded ledgers whose context
+    """``send`` gets all of the topic's requests at once (``RequestPublisher.send_requests``
+    pipelines them; :func:`one_at_a_time` adapts a single-request sender) and answers each.
+
+    ``offload_fallback``: the cluster's offload settings, for offloaded ledgers whose context
     names no driver; without it such ledgers stay listed (``TrimResult.kept`` says why).
 
     ``retry`` wraps every read (the store tries once), so a brief reconnect is
@@ -141,18 +153,7 @@ def trim(
     if dry_run or not announced:
         return result
 
-    receipted: set[int] = set()
-    for i, (ledger_id, requests) in enumerate(announced):
-        try:
-            for request in requests:
-                send(request)
-        except BrokerError as e:
-            _log.warning("request for ledger %d of %s not sent (%s): it stays listed", ledger_id, name, e)
-            result.not_sent.append(ledger_id)
-        else:
-            receipted.add(ledger_id)
-        if progress is not None:
-            progress(i + 1, len(announced))
+    receipted = _send_all(name, announced, send, result, progress)
     _crash_point("after-send")
     if not receipted:
         return result
@@ -175,6 +176,55 @@ def trim(
     _crash_point("after-write")
     result.removed = sorted(receipted)
     return result
+
+
+def _send_all(name: str, announced: list[tuple[int, list[PendingDeleteLedgerInfo]]], send: BatchSend,
+              result: TrimResult, progress: Callable[[int, int], None] | None) -> set[int]:
+    """Step 2: every announced request in one batch; the ledgers whose requests were ALL receipted.
+
+    Anything but a message id counts as not receipted, and a sender that raises ``BrokerError``
+    fails the whole batch: a ledger leaves the list only on evidence that each of its requests is
+    on the topic.  A sender answering for a different number of requests is a bug, and trim stops
+    before writing rather than guess which answer belongs to which request."""
+    requests = [request for _, ledger_requests in announced for request in ledger_requests]
+    if progress is not None:
+        progress(0, len(announced))
+    try:
+        answers: list[str | BrokerError] = send(requests)
+    except BrokerError as e:
+        answers = [e] * len(requests)
+    if len(answers) != len(requests):
+        raise RuntimeError(f"the sender answered {len(answers)} times for {len(requests)} requests of {name}; "
+                           "nothing removed")
+    receipted: set[int] = set()
+    position = 0
+    for ledger_id, ledger_requests in announced:
+        own = answers[position:position + len(ledger_requests)]
+        position += len(ledger_requests)
+        failures = [a for a in own if not isinstance(a, str)]
+        if failures:
+            _log.warning("request for ledger %d of %s not sent (%s): it stays listed", ledger_id, name, failures[0])
+            result.not_sent.append(ledger_id)
+        else:
+            receipted.add(ledger_id)
+    if progress is not None:
+        progress(len(announced), len(announced))
+    return receipted
+
+
+def one_at_a_time(send: Callable[[PendingDeleteLedgerInfo], str]) -> BatchSend:
+    """A batch sender from one that sends a single request and waits for its receipt, catching
+    ``BrokerError`` per request as the pipelined senders do.  For callers that must act between
+    two sends (tests interleaving a daemon or a cursor reset with trim) or have nothing to pipeline."""
+    def send_batch(requests: Sequence[PendingDeleteLedgerInfo]) -> list[str | BrokerError]:
+        answers: list[str | BrokerError] = []
+        for request in requests:
+            try:
+                answers.append(send(request))
+            except BrokerError as e:
+                answers.append(e)
+        return answers
+    return send_batch
 
 
 def _read_state(store: MetadataStore, name: str, ml_path: str, retry: Callable[[], Retrying]

@@ -10,7 +10,6 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from deletion_service.broker.interface import BrokerError
 from deletion_service.cli import connections, options, settings, ui
 from deletion_service.errors import UsageError, UserError
 from deletion_service.mark_phase import enqueue as enqueue_mod
@@ -42,11 +41,12 @@ def register(app: typer.Typer) -> None:
         cfg = settings.load(opts).config
         with connections.publisher(opts, cfg) as publisher, ui.progress(len(requests) > 1 and not opts.json) as bar:
             task = bar.add_task("sending", total=len(requests))
-            sent: list[str] = []
             try:
-                sent = enqueue_mod.send_all(requests, publisher.send_request, lambda n: bar.update(task, completed=n))
-            except BrokerError as e:
-                raise UserError(f"{e}; sent {len(sent)} of {len(requests)} before the failure") from e
+                sent = enqueue_mod.send_all(requests, publisher.send_requests, lambda n: bar.update(task, completed=n))
+            except enqueue_mod.NotAllSent as e:
+                unsent = ui.ids([requests[i].ledger_id for i in e.unsent()])
+                raise UserError(f"{e.first}; sent {e.sent} of {len(requests)}; not sent: ledger(s) {unsent} "
+                                "(sending a request again is harmless)") from e
         if opts.json:
             typer.echo(json.dumps({"sent": len(sent), "messageIds": sent}))
         else:
@@ -68,11 +68,12 @@ def register(app: typer.Typer) -> None:
             cfg.managed_ledger_offload_service_endpoint)
         with connections.open_metadata_store(opts, cfg, must_exist=True) as store:
             if dry_run:
-                result = run_trim(store, topic, lambda r: "", offline=offline, dry_run=True, offload_fallback=fallback)
+                result = run_trim(store, topic, lambda rs: [""] * len(rs), offline=offline, dry_run=True,
+                                  offload_fallback=fallback)
             else:
                 with connections.publisher(opts, cfg) as publisher, ui.progress(not opts.json) as bar:
                     task = bar.add_task("sending requests", total=None)
-                    result = run_trim(store, topic, publisher.send_request, offline=offline, offload_fallback=fallback,
+                    result = run_trim(store, topic, publisher.send_requests, offline=offline, offload_fallback=fallback,
                                       progress=lambda n, total: bar.update(task, completed=n, total=total))
         if opts.json:
             typer.echo(json.dumps({**result.to_json(), "dryRun": dry_run}))
