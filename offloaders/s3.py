@@ -115,7 +115,7 @@ class S3Offloader(Offloader):
             # S3-compatible stores reject; only send what the operation requires.
             request_checksum_calculation="when_required",
             response_checksum_validation="when_required",
-            # the delete phase keeps OFFLOAD_CONCURRENCY calls in flight per batch: one connection each
+            # the delete phase keeps OFFLOAD_CONCURRENCY calls in flight: one connection each
             max_pool_connections=OFFLOAD_CONCURRENCY,
         )
         self._default_region = default_region

@@ -347,13 +347,19 @@ def _schema_path_of_id(schema_id: str) -> str:
     return schema_path(topic_from_managed_ledger_name(f"{tenant}/{namespace}/persistent/{encoded}"))
 
 
-def in_parallel(calls: Sequence[Callable[[], T]], workers: int = OFFLOAD_CONCURRENCY) -> list[T]:
-    """Each call's result, in order; up to ``workers`` at once.  Every call handles its own
-    errors (the offload gatherer and deleter turn each into a fact or a result)."""
+def in_parallel(calls: Sequence[Callable[[], T]]) -> list[T]:
+    """Each call's result, in order; up to :data:`OFFLOAD_CONCURRENCY` at once.  Every call
+    handles its own errors (the offload gatherer and deleter turn each into a fact or a result)."""
     if len(calls) <= 1:
         return [call() for call in calls]
-    with ThreadPoolExecutor(max_workers=min(workers, len(calls)), thread_name_prefix="offload") as pool:
-        return list(pool.map(lambda call: call(), calls))
+    return list(_offload_pool().map(lambda call: call(), calls))
+
+
+@functools.cache
+def _offload_pool() -> ThreadPoolExecutor:
+    """One pool for the process, its threads kept: starting threads per batch cost
+    memory (each new thread's allocations land in fresh malloc arenas) as well as time."""
+    return ThreadPoolExecutor(max_workers=OFFLOAD_CONCURRENCY, thread_name_prefix="offload")
 
 
 def verify_offloaded_copy(offloader: Offloader, target: OffloadTarget,
