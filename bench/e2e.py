@@ -220,7 +220,12 @@ def run_e2e(world: World, ledgers: int, offloaded_every: int, rate: float | None
         finally:
             pub.close()
             client.close()
-    rss, s3_empty_at, exited_at = wait_done(world, proc, watcher, exit_when_idle=rate is None)
+    try:
+        rss, s3_empty_at, exited_at = wait_done(world, proc, watcher, exit_when_idle=rate is None)
+    finally:
+        if proc.poll() is None:  # the bench failed: never leave the daemon running
+            proc.kill()
+            proc.wait(10)
     return summarize(world, "drain" if rate is None else f"paced {rate:g}/s", paths, requests, watcher, sent_at,
                      rss, s3_empty_at, exited_at)
 
@@ -292,6 +297,26 @@ def summarize(world: World, mode: str, paths: Sequence[str], requests: Sequence[
                      None if p50 is None else round(p50, 1), None if p99 is None else round(p99, 1),
                      round(rss, 1), round(exited_at - end, 2),
                      watcher.total - len(gone), len(world.bucket.keys()))
+
+
+def raw_s3_calls(world: World, objects: int = 400, threads: int = 4) -> dict:
+    """What the S3 server allows: HEAD, GET and DELETE of ``objects`` objects, ``threads`` at a
+    time (the daemon's offload concurrency), bare boto3; puts not timed.  Calls per second."""
+    client = world.bucket.client
+    keys = [f"raw-{i}" for i in range(objects)]
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda k: client.put_object(Bucket=BUCKET, Key=k, Body=b"x" * 300), keys))
+
+    def three(key: str) -> None:
+        client.head_object(Bucket=BUCKET, Key=key)
+        client.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+        client.delete_object(Bucket=BUCKET, Key=key)
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(three, keys))
+    seconds = time.perf_counter() - started
+    return {"calls": 3 * objects, "seconds": round(seconds, 2), "callsPerSecond": round(3 * objects / seconds)}
 
 
 def print_table(results: Sequence[E2EResult]) -> None:
