@@ -41,11 +41,14 @@ from bench.seed import seed_ledgers, seed_managed_ledgers
 from bench.zk_limits import fresh_chroot, topic_name
 from deletion_service.broker.pulsar_client import PulsarBrokerClient
 from deletion_service.config import DeletionConfig
-from deletion_service.embedded.broker import EmbeddedBroker, free_port
+from deletion_service.embedded.broker import EmbeddedBroker, free_port, stop_pid
 from deletion_service.model import PendingDeleteLedgerInfo
 from deletion_service.publisher import RequestPublisher
+from deletion_service.testing.offload_objects import build_index_v1, pulsar_ledger_metadata
 from deletion_service.topics import DeletionTopics
-from tests.deletion_world import S3Bucket
+from metastore.formats import managed_ledger_name
+from offloaders.interface import java_uuid
+from tests.deletion_world import DAY_MS, UPSTREAM_META, S3Bucket
 from tests.harness import MotoS3Server, ZooKeeperServer
 
 TOPICS = 100
@@ -98,8 +101,7 @@ def prepare(world: World, chroot: str, ledgers: int, offloaded_every: int) -> tu
     seed_managed_ledgers(world.zk.hosts, chroot, [topic_name(i) for i in range(TOPICS)], lambda t: [ledgers + 1])
     bucket = world.bucket
     offloaded = [lid for lid in ids if offloaded_every and lid % offloaded_every == 0]
-    with ThreadPoolExecutor(16) as pool:
-        list(pool.map(lambda lid: bucket.offload_ledger(topic_name(lid % TOPICS), lid, lid, lid), offloaded))
+    seed_offloaded(bucket, offloaded)
     marked = int(time.time() * 1000) - 3_600_000  # past the in-use grace: none is referenced anyway
     requests, offloaded_ids = [], set(offloaded)
     for lid in ids:
@@ -107,6 +109,26 @@ def prepare(world: World, chroot: str, ledgers: int, offloaded_every: int) -> tu
         if lid in offloaded_ids:
             requests.append(request_for(lid, bucket.offload_context(lid, lid), marked))
     return paths, requests
+
+
+def seed_offloaded(bucket: S3Bucket, ids: Sequence[int]) -> None:
+    """Each ledger's data and index objects, as Pulsar's offloader writes them (uuid from the id).
+
+    One boto3 client for all: ``S3Bucket.client`` builds a new one per use, which made
+    seeding CPU-bound in this process rather than in the S3 server."""
+    client = bucket.client
+    index_by_topic: dict[str, bytes] = {}
+
+    def put(lid: int) -> None:
+        topic = topic_name(lid % TOPICS)
+        index = index_by_topic.get(topic) or index_by_topic.setdefault(topic, build_index_v1(pulsar_ledger_metadata(
+            managed_ledger_name(topic), entries=10, size=1024, ctime_ms=int(time.time() * 1000) - 2 * DAY_MS)))
+        name = f"{java_uuid(lid, lid)}-ledger-{lid}"
+        client.put_object(Bucket=bucket.name, Key=name, Body=b"entries", Metadata=UPSTREAM_META)
+        client.put_object(Bucket=bucket.name, Key=f"{name}-index", Body=index, Metadata=UPSTREAM_META)
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(put, ids))
 
 
 class Watcher(threading.Thread):
@@ -349,7 +371,10 @@ class Servers:
 
     def __exit__(self, *exc: object) -> None:
         try:
-            EmbeddedBroker(self.world.data_dir).stop()
+            embedded = EmbeddedBroker(self.world.data_dir)  # whichever broker of our data dir runs last
+            info = embedded.read_info()
+            if info is not None and embedded.is_ours_and_alive(info):
+                stop_pid(info.pid)
         finally:
             self.s3.stop()
             self.zk.stop()
