@@ -92,6 +92,14 @@ class RequestPublisher:
     def send_dlq(self, data: bytes, properties: dict[str, str]) -> str:
         return self._producer(self.topics.dlq).send(data, properties)
 
+    def send_retries(self, copies: Sequence[Outgoing]) -> list[str | BrokerError]:
+        """A batch's RETRY copies, pipelined; each one's receipt or why it failed."""
+        return self.send_many(self.topics.retry, copies)
+
+    def send_dead_letters(self, copies: Sequence[Outgoing]) -> list[str | BrokerError]:
+        """A batch's DLQ copies, pipelined; each one's receipt or why it failed."""
+        return self.send_many(self.topics.dlq, copies)
+
     def close(self) -> None:
         with self._lock:
             for producer in self._producers.values():

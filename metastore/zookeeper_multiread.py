@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, ClassVar, Final
 
 from kazoo.exceptions import EXCEPTIONS, ZookeeperError
 from kazoo.protocol.states import ZnodeStat
@@ -67,8 +67,6 @@ ERROR_TYPE: Final = -1
 _HEADER = struct.Struct("!iBi")
 _INT = struct.Struct("!i")
 _STAT = struct.Struct("!qqqqiiiqiiq")
-_GET_DATA_HEADER: Final = _HEADER.pack(GET_DATA_TYPE, 0, -1)
-_GET_CHILDREN_HEADER: Final = _HEADER.pack(GET_CHILDREN_TYPE, 0, -1)
 _END: Final = _HEADER.pack(-1, 1, -1)
 
 #: Reply bytes one op costs besides its data: its MultiHeader, the data's length, the Stat.
@@ -101,10 +99,15 @@ class MultiReadError(Exception):
     """The reply does not follow the multi-read layout (a server or framing bug, never a node's fault)."""
 
 
-class MultiRead:
-    """One multi-read request of ``getData`` ops, no watches; replies in request order."""
+class _MultiReadOps:
+    """One multi-read request of ops of one kind (``op_type``), no watches; replies in request order.
+
+    Subclasses say which op and how one reply slot of it reads (``_read_op``); framing,
+    error slots and the checks on the reply's layout are shared."""
 
     type: Final = MULTI_READ_TYPE
+    op_type: ClassVar[int]
+    op_name: ClassVar[str]
 
     def __init__(self, paths: Sequence[str]) -> None:
         self.paths = tuple(paths)
@@ -112,51 +115,66 @@ class MultiRead:
     def __repr__(self) -> str:
         # kazoo logs every request it sends; a thousand paths would make that line useless
         first = self.paths[0] if self.paths else ""
-        return f"MultiRead({len(self.paths)} getData ops, first {first!r})"
+        return f"{type(self).__name__}({len(self.paths)} {self.op_name} ops, first {first!r})"
 
     def serialize(self) -> bytes:
         """The request body (kazoo prefixes the length, xid and ``type``)."""
+        header = _HEADER.pack(self.op_type, 0, -1)
         parts: list[bytes] = []
         for path in self.paths:
             raw = path.encode("utf-8")
-            parts += (_GET_DATA_HEADER, _INT.pack(len(raw)), raw, b"\x00")  # watch = false
+            parts += (header, _INT.pack(len(raw)), raw, b"\x00")  # watch = false
         parts.append(_END)
         return b"".join(parts)
 
-    def deserialize(self, buffer: bytes | bytearray | memoryview, offset: int) -> list[ReadResult]:
-        """One :data:`ReadResult` per requested path, in request order.
+    def deserialize(self, buffer: bytes | bytearray | memoryview, offset: int) -> list[Any]:
+        """One result per requested path, in request order.
 
         Called by kazoo's connection thread when the reply header carries no error.
         Anything off the layout (an op type we did not ask for, a truncated reply,
         a count that does not match the request) raises :class:`MultiReadError`, which kazoo hands to
         the waiting caller instead of a wrong answer.
         """
-        results: list[ReadResult] = []
+        results: list[Any] = []
         try:
             while True:
                 op_type, done, _ = _HEADER.unpack_from(buffer, offset)
                 offset += _HEADER.size
                 if done:
                     break
-                if op_type == GET_DATA_TYPE:
-                    (length,) = _INT.unpack_from(buffer, offset)
-                    offset += _INT.size
-                    data = b"" if length <= 0 else bytes(buffer[offset:offset + length])  # null data reads as b""
-                    offset += max(length, 0)
-                    results.append((data, ZnodeStat._make(_STAT.unpack_from(buffer, offset))))
-                    offset += _STAT.size
+                if op_type == self.op_type:
+                    result, offset = self._read_op(buffer, offset)
+                    results.append(result)
                 elif op_type == ERROR_TYPE:
                     (code,) = _INT.unpack_from(buffer, offset)
                     offset += _INT.size
                     results.append(EXCEPTIONS[code]())
                 else:
                     raise MultiReadError(f"multi-read reply op {len(results)} has type {op_type}, "
-                                         "expected getData or error")
-        except struct.error as e:
+                                         f"expected {self.op_name} or error")
+        except (struct.error, UnicodeDecodeError) as e:
             raise MultiReadError(f"multi-read reply truncated after {len(results)} results: {e}") from e
         if len(results) != len(self.paths):
             raise MultiReadError(f"multi-read reply has {len(results)} results for {len(self.paths)} paths")
         return results
+
+    def _read_op(self, buffer: bytes | bytearray | memoryview, offset: int) -> tuple[Any, int]:
+        raise NotImplementedError
+
+
+class MultiRead(_MultiReadOps):
+    """``getData`` ops: each slot a :data:`ReadResult`."""
+
+    op_type: ClassVar[int] = GET_DATA_TYPE
+    op_name: ClassVar[str] = "getData"
+
+    def _read_op(self, buffer: bytes | bytearray | memoryview, offset: int) -> tuple[ReadResult, int]:
+        (length,) = _INT.unpack_from(buffer, offset)
+        offset += _INT.size
+        data = b"" if length <= 0 else bytes(buffer[offset:offset + length])  # null data reads as b""
+        offset += max(length, 0)
+        stat = ZnodeStat._make(_STAT.unpack_from(buffer, offset))
+        return (data, stat), offset + _STAT.size
 
 
 def request_bytes(path: str) -> int:
@@ -201,54 +219,17 @@ def reply_bytes(data_lengths: Sequence[int]) -> int:
     return REPLY_BYTES_FIXED + sum(REPLY_BYTES_PER_OP + n for n in data_lengths)
 
 
-class MultiListChildren:
-    """One multi-read request of ``getChildren`` ops (no watches): the same framing as
-    :class:`MultiRead`, each reply slot a ``GetChildrenResponse{vector<ustring>}``.
+class MultiListChildren(_MultiReadOps):
+    """``getChildren`` ops: each slot a :data:`ListResult` (a ``GetChildrenResponse{vector<ustring>}``).
 
     Why: the delete phase lists the cursors of every managed ledger in a batch;
     one ``getChildren`` each cost more than the rest of the batch's reads."""
 
-    type: Final = MULTI_READ_TYPE
+    op_type: ClassVar[int] = GET_CHILDREN_TYPE
+    op_name: ClassVar[str] = "getChildren"
 
-    def __init__(self, paths: Sequence[str]) -> None:
-        self.paths = tuple(paths)
-
-    def __repr__(self) -> str:
-        first = self.paths[0] if self.paths else ""
-        return f"MultiListChildren({len(self.paths)} getChildren ops, first {first!r})"
-
-    def serialize(self) -> bytes:
-        parts: list[bytes] = []
-        for path in self.paths:
-            raw = path.encode("utf-8")
-            parts += (_GET_CHILDREN_HEADER, _INT.pack(len(raw)), raw, b"\x00")  # watch = false
-        parts.append(_END)
-        return b"".join(parts)
-
-    def deserialize(self, buffer: bytes | bytearray | memoryview, offset: int) -> list[ListResult]:
-        """One :data:`ListResult` per requested path, in order; off-layout replies raise :class:`MultiReadError`."""
-        results: list[ListResult] = []
-        try:
-            while True:
-                op_type, done, _ = _HEADER.unpack_from(buffer, offset)
-                offset += _HEADER.size
-                if done:
-                    break
-                if op_type == GET_CHILDREN_TYPE:
-                    names, offset = _read_strings(buffer, offset)
-                    results.append(names)
-                elif op_type == ERROR_TYPE:
-                    (code,) = _INT.unpack_from(buffer, offset)
-                    offset += _INT.size
-                    results.append(EXCEPTIONS[code]())
-                else:
-                    raise MultiReadError(f"multi-read reply op {len(results)} has type {op_type}, "
-                                         "expected getChildren or error")
-        except (struct.error, UnicodeDecodeError) as e:
-            raise MultiReadError(f"multi-read reply malformed after {len(results)} results: {e}") from e
-        if len(results) != len(self.paths):
-            raise MultiReadError(f"multi-read reply has {len(results)} results for {len(self.paths)} paths")
-        return results
+    def _read_op(self, buffer: bytes | bytearray | memoryview, offset: int) -> tuple[ListResult, int]:
+        return _read_strings(buffer, offset)
 
 
 def _read_strings(buffer: bytes | bytearray | memoryview, offset: int) -> tuple[list[str], int]:

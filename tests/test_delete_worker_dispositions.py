@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from deletion_service.broker.interface import BrokerError, Consumer, Received
+from deletion_service.broker.interface import BrokerError, Consumer, Outgoing, Received
 from deletion_service.delete_phase.decision import Action, Policy, Verdict
 from deletion_service.delete_phase.dispose import RECONSUMETIMES
 from deletion_service.delete_phase.facts import BookKeeperFact, DeleteResult, DeleteStatus, Facts, OffloadFact
@@ -91,6 +91,21 @@ class FakePublisher:
 
     def send_dlq(self, data: bytes, properties: dict[str, str]) -> str:
         return self._send("dlq", properties)
+
+    def _send_each(self, kind: str, copies: list[Outgoing]) -> list[str | BrokerError]:
+        out: list[str | BrokerError] = []
+        for copy in copies:
+            try:
+                out.append(self._send(kind, copy.properties))
+            except BrokerError as e:
+                out.append(e)
+        return out
+
+    def send_retries(self, copies: list[Outgoing]) -> list[str | BrokerError]:
+        return self._send_each("retry", copies)
+
+    def send_dead_letters(self, copies: list[Outgoing]) -> list[str | BrokerError]:
+        return self._send_each("dlq", copies)
 
 
 class ScriptedGatherer:

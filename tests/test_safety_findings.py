@@ -349,7 +349,11 @@ def test_a_failing_publish_is_bounded_and_shows_in_metrics_and_readiness(world: 
     def refuse(*_: object, **__: object) -> str:
         raise BrokerError("publish refused (injected)")
 
+    def refuse_all(copies: list) -> list[BrokerError]:
+        return [BrokerError("publish refused (injected)") for _ in copies]
+
     world.service.publisher.send_dlq = refuse  # type: ignore[method-assign]
+    world.service.publisher.send_dead_letters = refuse_all  # type: ignore[method-assign]  # the batched path
     for i in range(6):
         send_raw(world, b"{garbage " + str(i).encode())
     wait_until(lambda: worker.run_once(0.1) >= 0 and len(worker._undisposed) >= 3, 20, "undisposed")  # noqa: SLF001
@@ -366,6 +370,7 @@ def test_a_failing_publish_is_bounded_and_shows_in_metrics_and_readiness(world: 
     finally:
         worker_mod.STUCK_AFTER_S = old
     del world.service.publisher.send_dlq  # the broker takes publishes again: everything drains
+    del world.service.publisher.send_dead_letters
     worker.dispose_backoff_s = 0
     for p in worker._undisposed:  # noqa: SLF001
         p.next_try = 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 
-from deletion_service.broker.interface import Received
+from deletion_service.broker.interface import Outgoing, Received
 from deletion_service.publisher import RequestPublisher
 
 RECONSUMETIMES = "RECONSUMETIMES"
@@ -73,11 +73,16 @@ def _carried(message: Received) -> dict[str, str]:
     return dict(list(kept.items())[:MAX_PROPERTIES])
 
 
-def publish_retry(publisher: RequestPublisher, message: Received, delay_s: float) -> str:
-    """Reconsume later, step one: the copy on RETRY (the caller acks the original after this returns)."""
+def retry_copy(message: Received, delay_s: float) -> Outgoing:
+    """Reconsume later, step one: the copy for RETRY (the caller acks the original once it is receipted)."""
     props = {**_carried(message), **_origin(message),
              RECONSUMETIMES: str(attempts(message) + 1), DELAY_TIME: str(int(delay_s * 1000))}
-    return publisher.send_retry(message.data, props, delay_s)
+    return Outgoing(message.data, props, delay_s)
+
+
+def publish_retry(publisher: RequestPublisher, message: Received, delay_s: float) -> str:
+    copy = retry_copy(message, delay_s)
+    return publisher.send_retry(copy.data, copy.properties, copy.deliver_after_s)
 
 
 def publish_deferred(publisher: RequestPublisher, message: Received, remaining_s: float) -> str:
@@ -87,9 +92,8 @@ def publish_deferred(publisher: RequestPublisher, message: Received, remaining_s
     return publisher.send_retry(message.data, props, remaining_s)
 
 
-def publish_dead_letter(publisher: RequestPublisher, message: Received, reason: str, last_error: str,
-                        undecodable: bool = False) -> str:
-    """Dead-letter, step one: the copy on the DLQ with why (the caller acks the original after this returns).
+def dead_letter_copy(message: Received, reason: str, last_error: str, undecodable: bool = False) -> Outgoing:
+    """Dead-letter, step one: the copy for the DLQ with why (the caller acks the original once receipted).
 
     The copy always fits: a body over :data:`MAX_DLQ_BODY` is truncated and
     flagged with the original size and SHA-256, and the undecodable bytes go to
@@ -103,4 +107,10 @@ def publish_dead_letter(publisher: RequestPublisher, message: Received, reason: 
         props[DLQ_PAYLOAD_SIZE] = str(len(data))
         props[DLQ_PAYLOAD_SHA256] = hashlib.sha256(data).hexdigest()
         data = data[:MAX_DLQ_BODY]
-    return publisher.send_dlq(data, props)
+    return Outgoing(data, props)
+
+
+def publish_dead_letter(publisher: RequestPublisher, message: Received, reason: str, last_error: str,
+                        undecodable: bool = False) -> str:
+    copy = dead_letter_copy(message, reason, last_error, undecodable)
+    return publisher.send_dlq(copy.data, copy.properties)

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from deletion_service.broker.interface import BrokerError, Consumer, Received
+from deletion_service.broker.interface import BrokerError, Consumer, Outgoing, Received
 from deletion_service.delete_phase import decision, dispose
 from deletion_service.delete_phase.ack_tally import AckTally
 from deletion_service.delete_phase.decision import Action, Kind, Outcome, Policy, Verdict
@@ -242,9 +242,52 @@ class DeletePhaseWorker:
             actions = self.pipeline.run([r for _, r in valid], tries, self.policy)
             for (p, _), action in zip(valid, actions, strict=True):
                 p.action = action
+        deferred = self._publish_copies(pending)
         for p in pending:
-            self._dispose(p)
+            if id(p) not in deferred:
+                self._dispose(p)
         return len(pending)
+
+    def _publish_copies(self, pending: list[_Pending]) -> set[int]:
+        """The batch's RETRY and DLQ copies, pipelined (one round trip per window, not per message);
+        returns the ids of the ``_Pending`` whose copy the broker refused (now deferred).
+
+        Each receipted copy marks its message published, so ``_dispose`` only acks it; a copy
+        that cannot even be built, or a batch the client fails outright, is left to ``_dispose``,
+        which handles each message on its own as before."""
+        copies: dict[Verdict, list[tuple[_Pending, Outgoing]]] = {Verdict.RECONSUME: [], Verdict.DLQ: []}
+        for p in pending:
+            if p.published or p.action.verdict not in copies:
+                continue
+            try:
+                copy = (dispose.retry_copy(p.message, p.action.delay_s) if p.action.verdict == Verdict.RECONSUME
+                        else dispose.dead_letter_copy(p.message, p.action.kind.value or "failed", p.action.reason,
+                                                      undecodable=p.undecodable))
+            except Exception:  # noqa: BLE001 - _dispose meets the same error and parks the message with it
+                continue
+            copies[p.action.verdict].append((p, copy))
+        deferred: set[int] = set()
+        for verdict, send in ((Verdict.RECONSUME, self.publisher.send_retries),
+                              (Verdict.DLQ, self.publisher.send_dead_letters)):
+            items = copies[verdict]
+            if not items:
+                continue
+            try:
+                receipts = send([copy for _, copy in items])
+                if len(receipts) != len(items):
+                    raise BrokerError(f"{len(receipts)} receipts for {len(items)} copies")
+            except Exception:  # noqa: BLE001 - the one-by-one path below decides for each message
+                _log.exception("publishing %d %s copies failed; publishing them one by one", len(items), verdict)
+                continue
+            for (p, _), receipt in zip(items, receipts, strict=True):
+                if isinstance(receipt, BrokerError):
+                    self._defer(p, str(receipt))
+                    deferred.add(id(p))
+                    continue
+                p.published = True
+                if verdict == Verdict.DLQ and p.action.kind == Kind.MAX_RETRIES:
+                    self.metrics.max_retry_reached.inc()
+        return deferred
 
     def _dispose(self, p: _Pending) -> None:
         if p.action.verdict == Verdict.DRY_RUN:

@@ -33,7 +33,9 @@ def register(app: typer.Typer) -> None:
         ctx: typer.Context,
         exit_when_idle: Annotated[bool, typer.Option(
             help="exit 0 once nothing is processed or waiting out a retry delay, no message arrived for 3 s, "
-                 "and the backlog of every partition and RETRY is 0 (the DLQ is not waited for)")] = False,
+                 "and the backlog of every partition and RETRY is 0 (the DLQ is not waited for); a backlog "
+                 "figure the embedded broker has not refreshed yet counts as 0 when this daemon acknowledged "
+                 "at least that many messages since")] = False,
         max_wait: Annotated[float | None, typer.Option(
             help="with --exit-when-idle: exit 3 if not idle after this many seconds")] = None,
         admin_address: Annotated[str, typer.Option(
