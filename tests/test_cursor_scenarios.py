@@ -235,3 +235,29 @@ def test_scenario_2_epoch_trace() -> None:
     fresh = d.read_more()
     assert fresh is not None and fresh.positions[0] == P(3, 0)
     assert [x.position for x in fresh.complete()] == [P(3, e) for e in range(5)]
+
+
+def test_a_reset_landing_between_the_epoch_check_and_the_read_position_move_delivers_nothing() -> None:
+    """Issue 15, deviation 4: ``set_read_position`` refuses (returns False) when a change began
+    after the dispatcher's own epoch check; the read must then be discarded, not delivered.
+
+    The interleaving (another thread's reset starting in that gap) is forced by hooking the
+    check, since two real threads would hit the gap only by luck."""
+    d = _one_consumer(EntryLog.of({1: 4}), P(0, -1), checks=True)
+    cursor = d.cursor
+    read = d.read_more()
+    assert read is not None
+    real_check = cursor.is_epoch_outdated
+    began: list[int] = []
+
+    def check_then_reset_begins(epoch: int) -> bool:
+        outdated = real_check(epoch)
+        if not began:  # the concurrent reset, right after the dispatcher's check (once)
+            began.append(cursor.start_increase_epoch(lambda: P(1, 0)))
+        return outdated
+
+    cursor.is_epoch_outdated = check_then_reset_begins  # type: ignore[method-assign]
+    delivered = read.complete()
+    cursor.is_epoch_outdated = real_check  # type: ignore[method-assign]
+    assert delivered == [] and read.discarded, "an outdated read delivered entries"
+    assert cursor.read_position == P(1, 0), "the outdated read moved the read position"

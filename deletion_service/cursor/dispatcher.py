@@ -100,7 +100,11 @@ class Dispatcher(ChangesMixin):
                 read.discarded = True  # PIP-269: an outdated read neither moves the cursor nor delivers
                 return []
             if read.kind is ReadKind.SEQUENTIAL:
-                self.cursor.set_read_position(successor(read.entries[-1].position), read.cursor_epoch)
+                if not self.cursor.set_read_position(successor(read.entries[-1].position), read.cursor_epoch):
+                    # A change began after the check above (the cursor's lock, not ours, guards it):
+                    # the read is just as outdated, and delivering it would hand out the old position.
+                    read.discarded = True
+                    return []
             else:
                 for entry in read.entries:
                     self.redelivery.remove(entry.position)
