@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from deletion_service.cursor import (
     ClientConsumer,
     ConsumerEpoch,
+    CursorEpochConflictError,
     Dispatcher,
     EntryLog,
     ManagedCursor,
@@ -80,3 +83,20 @@ def test_reconnect_resets_the_broker_side_epoch_and_the_queue() -> None:
     d.read_more().complete()
     got = client.receive_all()
     assert got and all(m.consumer_epoch == 2 for m in got)
+
+
+def test_a_seek_whose_reset_fails_leaves_the_consumer_epoch_where_it_was() -> None:
+    """Issue 15, deviation 2: the seek's epoch is adopted only together with its reset.  Adopted
+    first and kept after a failed reset, messages from the old position would carry the new epoch
+    and pass the client's filter."""
+    d, client = _reader(cursor_checks=True)
+    before = d.consumers["r"].epoch.value
+    change = d.cursor.start_increase_epoch(lambda: P(5, 0))  # another change runs: the reset conflicts
+    cmd = client.seek(P(5, 3))
+    with pytest.raises(CursorEpochConflictError):
+        d.handle_seek("r", cmd)
+    assert d.consumers["r"].epoch.value == before, "the failed seek's epoch was kept"
+    d.cursor.end_increase_epoch()
+    assert change == 0
+    assert d.handle_seek("r", cmd), "the same seek, retried once the change ended, is taken"
+    assert d.consumers["r"].epoch.value == cmd.consumer_epoch

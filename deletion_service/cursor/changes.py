@@ -137,12 +137,23 @@ class ChangesMixin:
             return self.finish_change(change)
 
     def handle_seek(self, consumer: str, command: SeekCommand) -> bool:
-        """A consumer's seek: adopt its (bigger) epoch, then reset the cursor; False if refused."""
+        """A consumer's seek: adopt its (bigger) epoch, then reset the cursor; False if refused.
+
+        The epoch and the reset go together: when the reset fails (another change runs:
+        :class:`CursorEpochConflictError`), the consumer's epoch goes back to what it was, or
+        messages from the old position would carry the new epoch past the client's filter."""
         with self._lock:
             c = self.consumers.get(consumer)
-            if c is None or not c.epoch.advance(command.consumer_epoch):
+            if c is None:
                 return False
-            self.reset_cursor(command.position, disconnect=False)
+            previous = c.epoch.value
+            if not c.epoch.advance(command.consumer_epoch):
+                return False
+            try:
+                self.reset_cursor(command.position, disconnect=False)
+            except BaseException:
+                c.epoch.reset(previous)
+                raise
             return True
 
     def _connect(self, consumer: Consumer) -> None:  # implemented by the dispatcher
