@@ -14,6 +14,7 @@ from deletion_service.cursor import (
     Message,
     Position,
 )
+from deletion_service.cursor.seek import SeekCommand
 
 P = Position
 
@@ -60,15 +61,20 @@ def test_without_the_filter_pre_seek_messages_leak() -> None:
     assert got[:10] == [P(5, e) for e in range(10)]  # pre-seek messages reach the app after seek()
 
 
-def test_only_bigger_epochs_are_accepted() -> None:
+def test_the_server_epoch_never_goes_down_and_a_seek_without_a_bigger_one_still_seeks() -> None:
+    """Issue 15, deviation 3: the seed says only that the server epoch never goes down.  A seek
+    carrying no bigger epoch (an older client sends 0) is still a seek: the cursor moves, the
+    consumer epoch stays.  It used to be refused outright, so old clients could not seek."""
     e = ConsumerEpoch()
     assert e.advance(2) and not e.advance(2) and not e.advance(1) and e.value == 2
     d, client = _reader(cursor_checks=True)
     cmd = client.seek(P(5, 3))
     assert d.handle_seek("r", cmd)
-    epoch_after = d.cursor.epoch
-    assert not d.handle_seek("r", cmd)  # a replayed seek is refused and does not move the cursor
-    assert d.cursor.epoch == epoch_after
+    consumer_epoch, cursor_epoch = d.consumers["r"].epoch.value, d.cursor.epoch
+    d.read_more().complete()  # reads on from 5:3
+    assert d.handle_seek("r", SeekCommand(consumer_epoch=0, position=P(5, 1)))
+    assert d.consumers["r"].epoch.value == consumer_epoch, "the server epoch went down"
+    assert d.cursor.epoch == cursor_epoch + 1 and d.cursor.read_position == P(5, 1), "the seek did not seek"
 
 
 def test_reconnect_resets_the_broker_side_epoch_and_the_queue() -> None:

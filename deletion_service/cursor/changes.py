@@ -137,8 +137,10 @@ class ChangesMixin:
             return self.finish_change(change)
 
     def handle_seek(self, consumer: str, command: SeekCommand) -> bool:
-        """A consumer's seek: adopt its (bigger) epoch, then reset the cursor; False if refused.
+        """A consumer's seek: adopt its epoch if bigger, then reset the cursor; False for an unknown consumer.
 
+        The seed says only that the server's epoch never goes down, so a seek whose epoch is not
+        bigger (an older client sends none, i.e. 0) still seeks; its epoch is just not adopted.
         The epoch and the reset go together: when the reset fails (another change runs:
         :class:`CursorEpochConflictError`), the consumer's epoch goes back to what it was, or
         messages from the old position would carry the new epoch past the client's filter."""
@@ -147,8 +149,7 @@ class ChangesMixin:
             if c is None:
                 return False
             previous = c.epoch.value
-            if not c.epoch.advance(command.consumer_epoch):
-                return False
+            c.epoch.advance(command.consumer_epoch)  # never down: a smaller or equal one keeps ours
             try:
                 self.reset_cursor(command.position, disconnect=False)
             except BaseException:
