@@ -106,3 +106,22 @@ def test_a_seek_whose_reset_fails_leaves_the_consumer_epoch_where_it_was() -> No
     assert change == 0
     assert d.handle_seek("r", cmd), "the same seek, retried once the change ended, is taken"
     assert d.consumers["r"].epoch.value == cmd.consumer_epoch
+
+
+def test_a_connection_that_joins_during_a_read_gets_its_own_epoch_on_that_reads_messages() -> None:
+    """Issue 15, deviation 1: a read captures each connection's epoch when it starts.  Keyed by
+    consumer *name*, a consumer that reconnected with a higher epoch while the read was in flight
+    got the old connection's epoch: its client dropped every message, the broker kept them
+    pending for it, and they were never redelivered."""
+    d, client = _reader(cursor_checks=True)
+    d.add_consumer(ClientConsumer("other"))  # keeps the subscription connected across the reconnect
+    read = d.read_more()
+    assert read is not None
+    client.seek(P(5, 0))  # the client's epoch moves on; the connection drops before the seek lands
+    d.remove_consumer("r")
+    d.add_consumer(client)  # reconnects with epoch 1
+    read.complete()
+    got = client.receive_all()
+    stuck = d.consumers["r"].pending - {m.position for m in got}
+    assert not client.dropped, f"the new connection's messages were dropped: {[m.position for m in client.dropped]}"
+    assert not stuck, f"pending at the broker, never received: {sorted(stuck)}"

@@ -87,7 +87,7 @@ class Dispatcher(ChangesMixin):
             return self._pending_replay
 
     def _new_read(self, kind: ReadKind, epoch: int, entries: list[Entry]) -> InFlightRead:
-        epochs = {name: c.epoch.value for name, c in self.consumers.items()}
+        epochs = {c: c.epoch.value for c in self.consumers.values()}
         return InFlightRead(kind, epoch, tuple(entries), epochs, self._complete)
 
     def _complete(self, read: InFlightRead) -> list[Delivery]:
@@ -123,7 +123,9 @@ class Dispatcher(ChangesMixin):
         if target is None or (joined is not None and position >= joined.max_read_position):
             self.redelivery.add(position)  # no consumer, or Key_Shared holds it for a recently joined one
             return None
-        epoch = read.consumer_epochs.get(target.name, target.epoch.value)
+        # The epoch the read began under, for this very connection; a connection that joined since
+        # (a reconnect under the same name) gets the epoch it subscribed with, never the old one's.
+        epoch = read.consumer_epochs.get(target, target.joined_epoch)
         target.send(Message(position, epoch, read.cursor_epoch, entry.key))
         delivery = Delivery(self.generation, read.cursor_epoch, target.name, position, entry.key, read.kind,
                             delayed=entry.deliver_at is not None)
@@ -173,7 +175,8 @@ class Dispatcher(ChangesMixin):
         """Connect a consumer; during a running change it joins when the change ends (atomicity)."""
         with self._lock:
             consumer = Consumer(client)
-            consumer.epoch.reset(client.reconnected())
+            consumer.joined_epoch = client.reconnected()
+            consumer.epoch.reset(consumer.joined_epoch)
             if self.epoch_checks and self.cursor.modifying:
                 self._deferred.append(consumer)
             else:

@@ -14,6 +14,7 @@ from enum import StrEnum
 
 from .log import Entry
 from .position import Position
+from .state import Consumer
 
 
 class ReadKind(StrEnum):
@@ -46,7 +47,7 @@ class InFlightRead:
     kind: ReadKind
     cursor_epoch: int
     entries: tuple[Entry, ...]
-    consumer_epochs: dict[str, int]
+    consumer_epochs: dict[Consumer, int]  # per connection (not per name: a reconnect is a new one)
     _on_complete: Callable[[InFlightRead], list[Delivery]] = field(repr=False)
     done: bool = False
     discarded: bool = False

@@ -118,6 +118,8 @@ class Consumer:
     client: ClientConsumer
     epoch: ConsumerEpoch = field(default_factory=ConsumerEpoch)
     pending: set[Position] = field(default_factory=set)
+    #: The epoch this connection subscribed with: what a read begun before it joined carries to it.
+    joined_epoch: int = 0
 
     @property
     def name(self) -> str:
