@@ -246,10 +246,7 @@ class FactGatherer:
         schema_paths = sorted({p for c in claims for p in c.schemas})
         nodes, failed = self._get_nodes(self.store, [*ml_paths, *schema_paths])
         listed = [p for p in ml_paths if p not in failed and nodes[p] is not None]
-        try:
-            names, list_failed = self._list_children(listed)
-        except TRANSIENT as e:
-            return {}, str(e)
+        names, list_failed = self._per_node(self.store.children_many, self.store.children, listed, "listing cursors: ")
         failed.update(list_failed)
         cursor_paths = {path: [f"{path}/{name}" for name in names[path]] for path in listed if path in names}
         cursor_nodes, cursor_failed = self._get_nodes(self.store, [p for ps in cursor_paths.values() for p in ps])
@@ -274,55 +271,37 @@ class FactGatherer:
 
     # ---- reading nodes, with errors kept per node
 
-    def _list_children(self, paths: list[str]) -> tuple[dict[str, list[str]], dict[str, tuple[str, str]]]:
-        """Pipelined listings; on a non-transient failure, node by node (as :meth:`_get_nodes`).
-
-        A transient failure raises: without every cursor no request of the batch is decided."""
-        if not paths:
-            return {}, {}
-        try:
-            return self.retry()(self.store.children_many, paths), {}
-        except TRANSIENT:
-            raise
-        except Exception:  # noqa: BLE001 - find the node that caused it
-            _log.warning("a batched cursor listing failed; listing %d node(s) one by one", len(paths))
-        names: dict[str, list[str]] = {}
-        failed: dict[str, tuple[str, str]] = {}
-        for path in paths:
-            try:
-                names[path] = self.retry()(self.store.children, path)
-            except Exception as e:  # noqa: BLE001 - TRANSIENT propagates below; the rest stays with this node
-                if isinstance(e, TRANSIENT):
-                    raise
-                failed[path] = ("unverifiable", f"listing cursors: {type(e).__name__}: {e}")
-        return names, failed
-
     def _get_nodes(self, store: MetadataStore, paths: Iterable[str]
                    ) -> tuple[dict[str, Node | None], dict[str, tuple[str, str]]]:
-        """Pipelined reads; on a non-transient failure, node by node, so it stays with its node.
+        """Pipelined reads of ``paths`` (see :meth:`_per_node`)."""
+        return self._per_node(store.get_many, store.get, paths)
 
-        Returns the nodes read and, per failed path, ``(kind, detail)`` where kind
+    def _per_node(self, many: Callable[[list[str]], dict[str, T]], one: Callable[[str], T], paths: Iterable[str],
+                  what: str = "") -> tuple[dict[str, T], dict[str, tuple[str, str]]]:
+        """``many`` for all paths at once; on a non-transient failure, ``one`` path by path, so the
+        failure stays with its node.
+
+        Returns the answers and, per failed path, ``(kind, detail)`` where kind
         is a :class:`Facts` field: ``transient`` or ``unverifiable``."""
         paths = list(dict.fromkeys(paths))
         if not paths:
             return {}, {}
         try:
-            return self.retry()(store.get_many, paths), {}
+            return self.retry()(many, paths), {}
         except TRANSIENT as e:
             return {}, dict.fromkeys(paths, ("transient", str(e)))
         except Exception:  # noqa: BLE001 - find the node that caused it
-            _log.warning("a batched metadata read failed; reading %d node(s) one by one", len(paths))
-        nodes: dict[str, Node | None] = {}
+            _log.warning("a batched metadata request failed; asking for %d node(s) one by one", len(paths))
+        answers: dict[str, T] = {}
         failed: dict[str, tuple[str, str]] = {}
         for path in paths:
             try:
-                nodes[path] = self.retry()(store.get, path)
+                answers[path] = self.retry()(one, path)
             except TRANSIENT as e:
                 failed[path] = ("transient", str(e))
             except Exception as e:  # noqa: BLE001 - e.g. a path the store refuses: this node's requests only
-                failed[path] = ("unverifiable", f"{type(e).__name__}: {e}")
-        return nodes, failed
-
+                failed[path] = ("unverifiable", f"{what}{type(e).__name__}: {e}")
+        return answers, failed
 
 # Paths of the owners a batch names, memoized: a batch names a few topics many times over,
 # and parsing a topic name was a fifth of a request's CPU.  Pure functions of their text.
