@@ -80,11 +80,6 @@ def retry_copy(message: Received, delay_s: float) -> Outgoing:
     return Outgoing(message.data, props, delay_s)
 
 
-def publish_retry(publisher: RequestPublisher, message: Received, delay_s: float) -> str:
-    copy = retry_copy(message, delay_s)
-    return publisher.send_retry(copy.data, copy.properties, copy.deliver_after_s)
-
-
 def publish_deferred(publisher: RequestPublisher, message: Received, remaining_s: float) -> str:
     """Hand a held RETRY message back to RETRY with the delay it has left, its attempts unchanged
     (the consumer's held set is full; the broker keeps it instead of our memory)."""
@@ -108,9 +103,3 @@ def dead_letter_copy(message: Received, reason: str, last_error: str, undecodabl
         props[DLQ_PAYLOAD_SHA256] = hashlib.sha256(data).hexdigest()
         data = data[:MAX_DLQ_BODY]
     return Outgoing(data, props)
-
-
-def publish_dead_letter(publisher: RequestPublisher, message: Received, reason: str, last_error: str,
-                        undecodable: bool = False) -> str:
-    copy = dead_letter_copy(message, reason, last_error, undecodable)
-    return publisher.send_dlq(copy.data, copy.properties)

@@ -39,6 +39,9 @@ from deletion_service.publisher import RequestPublisher
 
 _log = logging.getLogger(__name__)
 
+#: Verdicts that publish a copy (to RETRY, to the DLQ) before the original is acked.
+_COPIED = (Verdict.RECONSUME, Verdict.DLQ)
+
 #: A message whose disposition has failed for this long makes the daemon "not ready".
 STUCK_AFTER_S = 60.0
 
@@ -255,14 +258,12 @@ class DeletePhaseWorker:
         Each receipted copy marks its message published, so ``_dispose`` only acks it; a copy
         that cannot even be built, or a batch the client fails outright, is left to ``_dispose``,
         which handles each message on its own as before."""
-        copies: dict[Verdict, list[tuple[_Pending, Outgoing]]] = {Verdict.RECONSUME: [], Verdict.DLQ: []}
+        copies: dict[Verdict, list[tuple[_Pending, Outgoing]]] = {v: [] for v in _COPIED}
         for p in pending:
             if p.published or p.action.verdict not in copies:
                 continue
             try:
-                copy = (dispose.retry_copy(p.message, p.action.delay_s) if p.action.verdict == Verdict.RECONSUME
-                        else dispose.dead_letter_copy(p.message, p.action.kind.value or "failed", p.action.reason,
-                                                      undecodable=p.undecodable))
+                copy = self._copy_of(p)
             except Exception:  # noqa: BLE001 - _dispose meets the same error and parks the message with it
                 continue
             copies[p.action.verdict].append((p, copy))
@@ -284,10 +285,22 @@ class DeletePhaseWorker:
                     self._defer(p, str(receipt))
                     deferred.add(id(p))
                     continue
-                p.published = True
-                if verdict == Verdict.DLQ and p.action.kind == Kind.MAX_RETRIES:
-                    self.metrics.max_retry_reached.inc()
+                self._published(p)
         return deferred
+
+    @staticmethod
+    def _copy_of(p: _Pending) -> Outgoing:
+        """The RETRY or DLQ copy of a message to reconsume or dead-letter."""
+        if p.action.verdict == Verdict.RECONSUME:
+            return dispose.retry_copy(p.message, p.action.delay_s)
+        return dispose.dead_letter_copy(p.message, p.action.kind.value or "failed", p.action.reason,
+                                        undecodable=p.undecodable)
+
+    def _published(self, p: _Pending) -> None:
+        """Its copy is receipted: only the ack is left (a failed ack must not publish it twice)."""
+        p.published = True
+        if p.action.verdict == Verdict.DLQ and p.action.kind == Kind.MAX_RETRIES:
+            self.metrics.max_retry_reached.inc()
 
     def _dispose(self, p: _Pending) -> None:
         if p.action.verdict == Verdict.DRY_RUN:
@@ -314,16 +327,13 @@ class DeletePhaseWorker:
             self.on_settled(Settled(p.message, p.request, p.action, outcome))
 
     def _publish_and_ack(self, p: _Pending) -> None:
-        action = p.action
-        if not p.published and action.verdict == Verdict.RECONSUME:
-            dispose.publish_retry(self.publisher, p.message, action.delay_s)
-            p.published = True
-        elif not p.published and action.verdict == Verdict.DLQ:
-            dispose.publish_dead_letter(self.publisher, p.message, action.kind.value or "failed", action.reason,
-                                        undecodable=p.undecodable)
-            p.published = True
-            if action.kind == Kind.MAX_RETRIES:
-                self.metrics.max_retry_reached.inc()
+        if not p.published and p.action.verdict in _COPIED:
+            copy = self._copy_of(p)
+            if p.action.verdict == Verdict.RECONSUME:
+                self.publisher.send_retry(copy.data, copy.properties, copy.deliver_after_s)
+            else:
+                self.publisher.send_dlq(copy.data, copy.properties)
+            self._published(p)
         p.consumer.ack(p.message)
         self.acked.record(p.message.topic)
 
