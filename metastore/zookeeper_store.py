@@ -354,6 +354,24 @@ class ZooKeeperMetadataStore(MetadataStore):
             raise _map(e, path) from e
 
     def multi(self, ops: Sequence[Op]) -> list[int | None]:
+        tx = self._transaction(ops)
+        try:
+            results = self._call(tx.commit_async)
+        except (kx.KazooException, KazooTimeoutError) as e:
+            raise _map(e, "multi-op") from e
+        for i, (op, res) in enumerate(zip(ops, results, strict=True)):
+            if isinstance(res, Exception) and not isinstance(res, kx.RolledBackError):
+                raise MultiOpError(i, op, _map(res, op.path))
+        out: list[int | None] = []
+        for op, res in zip(ops, results, strict=True):
+            if isinstance(op, Put):
+                out.append(res.version if hasattr(res, "version") else 0)  # create returns the path
+            else:
+                out.append(None)
+        return out
+
+    def _transaction(self, ops: Sequence[Op]) -> Any:  # noqa: ANN401 - kazoo's Transaction is untyped
+        """A kazoo transaction of ``ops``, checked (paths, request size) and not yet committed."""
         for op in ops:
             validate_path(op.path)
         self.check_request_size(ops)
@@ -376,20 +394,7 @@ class ZooKeeperMetadataStore(MetadataStore):
                 tx.set_data(op.path, op.data, -1)
             else:
                 tx.set_data(op.path, op.data, op.expected_version)
-        try:
-            results = self._call(tx.commit_async)
-        except (kx.KazooException, KazooTimeoutError) as e:
-            raise _map(e, "multi-op") from e
-        for i, (op, res) in enumerate(zip(ops, results, strict=True)):
-            if isinstance(res, Exception) and not isinstance(res, kx.RolledBackError):
-                raise MultiOpError(i, op, _map(res, op.path))
-        out: list[int | None] = []
-        for op, res in zip(ops, results, strict=True):
-            if isinstance(op, Put):
-                out.append(res.version if hasattr(res, "version") else 0)  # create returns the path
-            else:
-                out.append(None)
-        return out
+        return tx
 
     def _delete_batches(self, batches: Sequence[Sequence[tuple[str, int]]]) -> list[bool]:
         """Up to ``DELETE_MULTIS_IN_FLIGHT`` delete multis sent before the first reply is awaited.
@@ -400,14 +405,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         applied: list[bool] = []
         pending: deque[Any] = deque()
         for i, batch in enumerate(batches):
-            ops = [Delete(p, v) for p, v in batch]
-            for op in ops:
-                validate_path(op.path)
-            self.check_request_size(ops)
-            tx = self._client.transaction()
-            for op in ops:
-                tx.delete(op.path, -1 if op.expected_version == ANY else op.expected_version)
-            pending.append(tx.commit_async())
+            pending.append(self._transaction([Delete(p, v) for p, v in batch]).commit_async())
             if len(pending) >= DELETE_MULTIS_IN_FLIGHT or i == len(batches) - 1:
                 while pending:
                     applied.append(self._await_deletes(pending.popleft()))
