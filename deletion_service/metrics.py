@@ -6,11 +6,16 @@ one process) never share counters by accident.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from deletion_service.delete_phase.decision import Outcome
 from deletion_service.delete_phase.facts import DeleteStatus
 
 PREFIX = "pulsar_ledger_deletion"
+
+#: Seconds from a request's ``markedAt`` to its ledger's deletion: a trim's are seconds, an
+#: orphan's or a held retry's can be hours.
+SEND_TO_DELETE_BUCKETS = (1, 5, 15, 60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 24 * 3600, 3 * 86400)
 
 
 class DeletionMetrics:
@@ -22,6 +27,13 @@ class DeletionMetrics:
         self.deleted = Counter(f"{PREFIX}_deleted", "Ledgers (or offloaded copies) deleted", ["type"], registry=r)
         self.failed = Counter(f"{PREFIX}_failed", "Delete attempts that failed", ["type"], registry=r)
         self.acked = Counter(f"{PREFIX}_acked", "Requests acknowledged, by how they ended", ["outcome"], registry=r)
+        # Every outcome exported at 0 from the start: increase() sees no rise in a series whose first
+        # sample is already 1, so the first dead letter after a restart would pass every alert on it.
+        for outcome in Outcome:
+            self.acked.labels(outcome=outcome.value)
+        self.send_to_delete = Histogram(
+            f"{PREFIX}_send_to_delete_seconds", "Time from a request's markedAt to the deletion of its ledger",
+            buckets=SEND_TO_DELETE_BUCKETS, registry=r)
         self.max_retry_reached = Counter(
             f"{PREFIX}_max_retry_reached", "Requests sent to the DLQ after twoPhaseDeletionMaxRetryDeleteCount",
             registry=r)

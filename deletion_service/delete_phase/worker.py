@@ -322,6 +322,8 @@ class DeletePhaseWorker:
             return
         outcome = decision.outcome_of(p.action)
         self.metrics.acked.labels(outcome=outcome.value).inc()
+        if outcome == Outcome.DELETED and p.request is not None:
+            self.metrics.send_to_delete.observe(max(0.0, self.clock() - p.request.marked_at / 1000))
         self._log_outcome(p, outcome)
         if self.on_settled is not None:
             self.on_settled(Settled(p.message, p.request, p.action, outcome))
