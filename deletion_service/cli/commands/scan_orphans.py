@@ -18,6 +18,7 @@ from deletion_service.cli import connections, options, settings, ui
 from deletion_service.cli.options import CommonOptions
 from deletion_service.config import DeletionConfig
 from deletion_service.errors import UserError
+from deletion_service.orphans.push import push_summary
 from deletion_service.orphans.scan_options import DEFAULT_MASTER, DEFAULT_MIN_AGE, parse_duration
 
 if TYPE_CHECKING:
@@ -51,6 +52,10 @@ def scan_orphans(
     snapshot: Annotated[Path | None, typer.Option(
         help="read the inventories from this directory if it holds a snapshot (offline re-run); "
              "else scan and save them there as Parquet")] = None,
+    pushgateway: Annotated[str | None, typer.Option(
+        help="push the scan's counts (missing and orphan ledgers, …) to this Prometheus Pushgateway, "
+             "e.g. http://pushgateway:9091, for the LedgerDeletionMissingLedgers alert",
+        show_default=False)] = None,
 ) -> None:
     # pyspark loads only for this command: every other command starts faster without it
     from deletion_service.orphans.scan import has_snapshot, run_scan
@@ -69,6 +74,8 @@ def scan_orphans(
         finally:
             spark.stop()
     _print(opts, outcome, enqueued, output)
+    if pushgateway is not None:
+        push_summary(pushgateway, outcome.data.summary)
 
 
 def _sources(opts: CommonOptions, cfg: DeletionConfig) -> ScanSources:
