@@ -39,10 +39,17 @@ class DeletionConfig(BaseModel):
     # ours: a still-referenced trim/topic-deleted request younger than this (from markedAt) is
     # reconsumed, not acked: its mark phase sends before it writes and may not have written yet
     two_phase_deletion_in_use_grace_seconds: Annotated[int, Field(ge=0, le=86_400)] = 300
-    # the cursor core (PIP-54, ack-state budget)
-    managed_ledger_max_ack_state_in_bytes_to_persist: Annotated[int, Field(ge=0)] = 5 * 1024 * 1024
-    dispatcher_pause_on_ack_persistent_state_enabled: bool = False
+    # the cursor core (PIP-54, ack-state budget): the persisted ack state is held to this many bytes,
+    # never above what the metadata store takes in one node (ZooKeeper: about 1 MB)
+    managed_ledger_max_ack_state_in_bytes_to_persist: Annotated[int, Field(ge=1024, le=5 * 1024 * 1024)] = (
+        5 * 1024 * 1024)
+    # Pulsar's older count limit; ignored whenever the byte limit above is set explicitly (the seed)
+    managed_ledger_max_unacked_ranges_to_persist: Annotated[int, Field(ge=0)] | None = None
+    # the seed's default: stop dispatching while a cursor's state does not fit its budget
+    dispatcher_pause_on_ack_persistent_state_enabled: bool = True
     acknowledgment_at_batch_index_level_enabled: bool = False
+    # Pulsar's clusterName: the ``cluster`` label of the cursor metrics
+    cluster_name: str = "standalone"
     # access (files hold secrets; the values never appear in config show or logs)
     admin_token_file: Path | None = None
     metadata_store_digest_file: Path | None = None

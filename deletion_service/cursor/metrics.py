@@ -1,4 +1,4 @@
-"""Prometheus metrics of the cursor epoch (PIP-269 "Metrics").
+"""Prometheus metrics of the cursor epoch (PIP-269 "Metrics") and of the ack-state budget.
 
 ``pulsar_cursor_epoch_increase_count`` is a Counter, so prometheus-client
 exports it as ``pulsar_cursor_epoch_increase_count_total``;
@@ -6,6 +6,11 @@ exports it as ``pulsar_cursor_epoch_increase_count_total``;
 1 means consumption is stuck (the seed's alert).  Labels
 ``[cluster, namespace, topic, subscription]``.  The registry is a parameter so
 tests use their own and the daemon exposes :data:`REGISTRY`.
+
+``pulsar_cursor_metadata_size_in_memory_bytes`` (per cursor) is what the
+cursor's whole state took at its last persist, and
+``pulsar_cursor_metadata_max_persist_bytes`` the budget in force then, so the
+seed's alert is ``size > on() group_left max_persist``.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ LABELS = ("cluster", "namespace", "topic", "subscription")
 REGISTRY = CollectorRegistry()
 
 _families: dict[int, tuple[CollectorRegistry, Counter, Gauge]] = {}
+_size_families: dict[int, tuple[CollectorRegistry, Gauge, Gauge]] = {}
 _lock = threading.Lock()
 
 
@@ -63,3 +69,37 @@ class EpochMetrics:
         if increased:
             self._count.inc()
         self._state.set(0)
+
+
+def _size_metrics_for(registry: CollectorRegistry) -> tuple[Gauge, Gauge]:
+    with _lock:
+        found = _size_families.get(id(registry))
+        if found is None or found[0] is not registry:
+            size = Gauge("pulsar_cursor_metadata_size_in_memory_bytes",
+                         "Bytes the cursor's whole metadata (ack state included) took at its last persist",
+                         LABELS, registry=registry)
+            budget = Gauge("pulsar_cursor_metadata_max_persist_bytes",
+                           "The persist budget: managedLedgerMaxAckStateInBytesToPersist, capped by the "
+                           "metadata store's request limit", registry=registry)
+            found = (registry, size, budget)
+            _size_families[id(registry)] = found
+        return found[1], found[2]
+
+
+@dataclass
+class AckStateMetrics:
+    """Told after each persist: the cursor's full metadata size and the budget it was held to."""
+
+    cluster: str
+    namespace: str
+    topic: str
+    subscription: str
+    registry: CollectorRegistry = REGISTRY
+
+    def __post_init__(self) -> None:
+        size, self._budget = _size_metrics_for(self.registry)
+        self._size = size.labels(self.cluster, self.namespace, self.topic, self.subscription)
+
+    def on_persist(self, full_size: int, budget: int) -> None:
+        self._size.set(full_size)
+        self._budget.set(budget)

@@ -10,22 +10,35 @@ position change must move the node's version, because that version is what the
 mark phase checks in its atomic multi-op.  Fields we do not model (properties,
 cursor properties, lastActive, unknown fields, compression) are written back
 as read.
+
+What is written is held to a :class:`~.ack_budget.PersistBudget` (capped at
+the store's request limit): a state that does not fit is persisted as the
+longest prefix that does, with a WARN and the size gauges, never cut silently
+and never sent to ZooKeeper at a size that would drop the connection.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Protocol
 
 from metastore import BadVersionError, CheckVersion, MetadataStore, MultiOpError, Put
 from metastore.formats import FormatError, ManagedCursorInfo, cursor_path, decode_cursor, encode_cursor
 from metastore.formats.node_reader import MissingNodeError, read_decoded
 
+from .ack_budget import PersistBudget, PersistPlan, plan_persist, warn_if_incomplete
 from .acks import AckState
 from .epoch import EpochObserver, ManagedCursor
 from .errors import CursorError, CursorLedgerBackedError, CursorNotFoundError, CursorVersionConflictError
 
 NO_CURSOR_LEDGER = -1
+
+
+class PersistObserver(Protocol):
+    """Told the cursor's full metadata size and the budget after each persist (the size gauges)."""
+
+    def on_persist(self, full_size: int, budget: int) -> None: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,29 +73,35 @@ def to_cursor(stored: StoredCursor, *, epoch_checks: bool = True,
     """The in-memory cursor (epoch 0) for a stored node; read position = mark-delete + 1."""
     info = stored.info
     assert info.mark_delete is not None
-    acks = AckState(info.individual_deleted_messages, info.batched_entry_deletion_index_info)
+    try:
+        acks = AckState(info.individual_deleted_messages, info.batched_entry_deletion_index_info)
+    except ValueError as e:
+        raise CursorError(f"cannot load the acks of the cursor node at {stored.path}: {e}") from e
     name = stored.path.rsplit("/", 1)[-1]
     return ManagedCursor(name, info.mark_delete, acks=acks, epoch_checks=epoch_checks, observer=observer)
 
 
-def to_info(stored: StoredCursor, cursor: ManagedCursor) -> ManagedCursorInfo:
-    """The node content for ``cursor``: our positions and acks, everything else as read."""
-    return dataclasses.replace(
-        stored.info,
-        mark_delete=cursor.mark_delete_position,
-        individual_deleted_messages=cursor.acks.ranges(),
-        batched_entry_deletion_index_info=cursor.acks.batch_indexes(),
-    )
+def to_info(stored: StoredCursor, cursor: ManagedCursor, budget: PersistBudget | None = None) -> PersistPlan:
+    """The node content for ``cursor`` within ``budget``: our positions and acks, everything else as read.
+
+    Records the full size on the cursor (``metadata_size``), which is what pauses its dispatcher.
+    """
+    info = dataclasses.replace(stored.info, mark_delete=cursor.mark_delete_position)
+    plan = plan_persist(info, cursor.acks, budget or PersistBudget())
+    cursor.metadata_size = plan.full_size
+    warn_if_incomplete(plan, f"{cursor.name!r} at {stored.path}")
+    return plan
 
 
 def save(store: MetadataStore, stored: StoredCursor, cursor: ManagedCursor,
-         guards: Sequence[CheckVersion] = ()) -> StoredCursor:
+         guards: Sequence[CheckVersion] = (), budget: PersistBudget | None = None,
+         observer: PersistObserver | None = None) -> StoredCursor:
     """CAS-write the cursor at the version it was read (plus ``guards``, atomically); the new node.
 
     :class:`CursorVersionConflictError` when the cursor or a guarded node moved.
     """
-    info = to_info(stored, cursor)
-    data = encode_cursor(info)
+    plan = to_info(stored, cursor, (budget or PersistBudget()).capped(store.max_request_bytes))
+    data = encode_cursor(plan.info)
     try:
         if guards:
             versions = store.multi([*guards, Put(stored.path, data, stored.version)])
@@ -96,4 +115,6 @@ def save(store: MetadataStore, stored: StoredCursor, cursor: ManagedCursor,
         if isinstance(e.cause, BadVersionError):
             raise CursorVersionConflictError(f"{e.op.path} changed since it was read") from e
         raise
-    return StoredCursor(stored.path, info, version)
+    if observer is not None:
+        observer.on_persist(plan.full_size, plan.budget)
+    return StoredCursor(stored.path, plan.info, version)

@@ -26,8 +26,10 @@ from metastore.formats.node_reader import MissingNodeError, read_decoded
 from metastore.retry import read_retry
 
 from . import persistence
+from .ack_budget import PersistBudget
 from .epoch import EpochObserver, ManagedCursor
 from .errors import CursorError, CursorVersionConflictError
+from .persistence import PersistObserver
 from .position import Position, predecessor
 
 
@@ -74,32 +76,52 @@ def check_position(ml: ManagedLedgerInfo, topic: str, position: Position) -> Non
 
 def reset_stored_cursor(store: MetadataStore, topic: str, subscription: str, position: Position, *,
                         attempts: int = 5, observer: EpochObserver | None = None,
+                        budget: PersistBudget | None = None, persist_observer: PersistObserver | None = None,
                         retry: Callable[[], Retrying] = read_retry) -> ResetOutcome:
     """Reset the stored cursor to ``position``; retries when the cursor or the ledger list moved.
 
     Each read is wrapped in ``retry`` (the store tries once), so a brief
     reconnect is ridden out; the write is not, because a write whose reply
     was lost may have been applied: the version-conflict loop re-reads instead.
+
+    ``observer`` sees the whole reset as one epoch increase: its task state is
+    1 from the first read to the write, and it counts only a reset that was
+    written (a lost race that is retried is not a second increase).
     """
     ml_path = managed_ledger_path(topic)
-    for attempt in range(attempts):
-        stored = retry()(persistence.load, store, topic, subscription)
-        try:
-            ml, ml_node = retry()(read_decoded, store, ml_path, decode_managed_ledger, "managed-ledger")
-        except MissingNodeError as e:
-            raise CursorError(f"no managed-ledger node for {topic} at {ml_path}") from e
-        except FormatError as e:
-            raise CursorError(str(e)) from e
-        check_position(ml, topic, position)
-        cursor = persistence.to_cursor(stored, observer=observer)
-        previous = cursor.read_position
-        epoch = reset_in_memory(cursor, position)
-        try:
-            saved = persistence.save(store, stored, cursor, guards=[CheckVersion(ml_path, ml_node.version)])
-        except CursorVersionConflictError:
-            if attempt + 1 == attempts:
-                raise
-            continue
-        return ResetOutcome(topic, subscription, previous, cursor.read_position, cursor.mark_delete_position,
-                            epoch, saved.version)
-    raise AssertionError("unreachable")
+    committed = False
+    if observer is not None:
+        observer.on_start()
+    try:
+        for attempt in range(attempts):
+            stored = retry()(persistence.load, store, topic, subscription)
+            ml, ml_version = _read_ledger_list(store, topic, ml_path, retry)
+            check_position(ml, topic, position)
+            cursor = persistence.to_cursor(stored)
+            previous = cursor.read_position
+            epoch = reset_in_memory(cursor, position)
+            try:
+                saved = persistence.save(store, stored, cursor, guards=[CheckVersion(ml_path, ml_version)],
+                                         budget=budget, observer=persist_observer)
+            except CursorVersionConflictError:
+                if attempt + 1 == attempts:
+                    raise
+                continue
+            committed = True
+            return ResetOutcome(topic, subscription, previous, cursor.read_position, cursor.mark_delete_position,
+                                epoch, saved.version)
+        raise AssertionError("unreachable")
+    finally:
+        if observer is not None:
+            observer.on_end(committed)
+
+
+def _read_ledger_list(store: MetadataStore, topic: str, ml_path: str,
+                      retry: Callable[[], Retrying]) -> tuple[ManagedLedgerInfo, int]:
+    try:
+        ml, node = retry()(read_decoded, store, ml_path, decode_managed_ledger, "managed-ledger")
+    except MissingNodeError as e:
+        raise CursorError(f"no managed-ledger node for {topic} at {ml_path}") from e
+    except FormatError as e:
+        raise CursorError(str(e)) from e
+    return ml, node.version
