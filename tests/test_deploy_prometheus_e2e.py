@@ -1,0 +1,141 @@
+"""End to end: a real Prometheus (Debian's) scrapes the running daemon and the DLQ alerts go off.
+
+The daemon runs as operators run it (``ledger-deletion run``, embedded broker), Prometheus
+loads ``deploy/prometheus/ledger-deletion-alerts.yml`` unchanged and evaluates it every
+second.  Undecodable messages sent to the deletion topic go to the DLQ; the alerts on
+the DLQ must then turn active: ``LedgerDeletionDLQGrowing`` fires (it has no ``for``) and
+``LedgerDeletionDLQNotEmpty`` goes pending (its ``for`` is 6 hours).  Before that, with
+the daemon scraped and nothing dead-lettered, neither may be active.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pulsar
+import pytest
+
+from deletion_service.config import DeletionConfig
+from deletion_service.embedded.broker import EmbeddedBroker, stop_pid
+from deletion_service.topics import DeletionTopics
+from tests.harness import ServerProcess, free_port, wait_until
+
+RULES = Path(__file__).resolve().parents[1] / "deploy" / "prometheus" / "ledger-deletion-alerts.yml"
+PROMETHEUS = shutil.which("prometheus")
+pytestmark = pytest.mark.skipif(PROMETHEUS is None, reason="prometheus missing: scripts/test.sh installs Debian's")
+
+GARBAGE = [b"{not json", b"\xff\xfe\x00", b'{"topicName": "persistent://t/ns/x"}']
+
+
+class PrometheusServer(ServerProcess):
+    """Debian's ``prometheus`` on loopback, scraping and evaluating every second, data in its dir."""
+
+    def __init__(self, workdir: Path, targets: dict[str, str]) -> None:
+        super().__init__("prometheus", workdir)
+        self.targets = targets  # job name -> host:port
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> PrometheusServer:
+        self.port = free_port()
+        config = {
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "rule_files": [str(RULES)],
+            "scrape_configs": [{"job_name": job, "static_configs": [{"targets": [target]}]}
+                               for job, target in self.targets.items()],
+        }
+        (self.workdir / "prometheus.yml").write_text(json.dumps(config))  # JSON is YAML
+        self._spawn([PROMETHEUS, "--config.file=prometheus.yml", f"--storage.tsdb.path={self.workdir / 'data'}",
+                     f"--web.listen-address=127.0.0.1:{self.port}"])  # type: ignore[list-item]
+        wait_until(lambda: self._get("/-/ready") is not None, 30, "prometheus", self.proc, self.log_path)
+        return self
+
+    def _get(self, path: str) -> bytes | None:
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=2) as r:
+                return r.read()
+        except OSError:
+            return None
+
+    def api(self, path: str) -> list:
+        body = self._get("/api/v1/" + path)
+        return [] if body is None else json.loads(body)["data"]
+
+    def alert_states(self) -> dict[str, str]:
+        return {a["labels"]["alertname"]: a["state"] for a in self.api("alerts")["alerts"]}
+
+    def value(self, query: str) -> float | None:
+        result = self.api("query?query=" + urllib.parse.quote(query))["result"]
+        return float(result[0]["value"][1]) if result else None
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """``ledger-deletion run`` in embedded mode: (admin host:port, the broker's service URL)."""
+    data_dir, admin = tmp_path / "data", f"127.0.0.1:{free_port()}"
+    log = open(tmp_path / "daemon.log", "wb")  # noqa: SIM115 - the child's for its lifetime
+    proc = subprocess.Popen([sys.executable, "-m", "deletion_service.cli.main", "run", "--data-dir", str(data_dir),
+                             "--admin-address", admin], stdout=log, stderr=subprocess.STDOUT)
+    log.close()
+    try:
+        wait_until(lambda: _answers(f"http://{admin}/healthz"), 60, "the daemon's admin API", proc=proc,
+                   log_path=tmp_path / "daemon.log")
+        info = EmbeddedBroker(data_dir).read_info()
+        assert info is not None
+        yield admin, info.serviceUrl
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        info = EmbeddedBroker(data_dir).read_info()  # the daemon stops its broker; make sure
+        if info is not None and EmbeddedBroker(data_dir).is_ours_and_alive(info):
+            stop_pid(info.pid)
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def test_dlq_alerts_go_off_once_messages_reach_the_dlq(daemon: tuple[str, str], tmp_path: Path) -> None:
+    admin, service_url = daemon
+    prom = PrometheusServer(tmp_path / "prometheus", {"ledger-deletion": admin}).start()
+    try:
+        # Scraped and evaluated, nothing dead-lettered: no DLQ alert (the rule's series is there, at 0).
+        wait_until(lambda: prom.value('pulsar_ledger_deletion_acked_total{outcome="dlq"}') == 0, 30,
+                   "a scrape of the daemon", interval=0.5)
+        wait_until(lambda: prom.api("rules")["groups"][0]["rules"][0].get("lastEvaluation", "0001").startswith("2"),
+                   10, "a rule evaluation", interval=0.5)
+        assert prom.value('up{job="ledger-deletion"}') == 1
+        assert not {"LedgerDeletionDLQGrowing", "LedgerDeletionDLQNotEmpty"} & set(prom.alert_states())
+
+        client = pulsar.Client(service_url, operation_timeout_seconds=10)
+        try:
+            producer = client.create_producer(DeletionTopics.from_config(DeletionConfig()).partition_topics[0],
+                                              batching_enabled=False)
+            for payload in GARBAGE:
+                producer.send(payload)
+        finally:
+            client.close()
+
+        wait_until(lambda: prom.alert_states().get("LedgerDeletionDLQGrowing") == "firing", 30,
+                   "LedgerDeletionDLQGrowing firing", interval=0.5)
+        assert prom.value('pulsar_ledger_deletion_acked_total{outcome="dlq"}') == len(GARBAGE)
+        # dlq_size is the DLQ subscription's backlog: the daemon refreshes it every 10 s from the
+        # broker's own metrics, which the embedded broker refreshes about as often.
+        wait_until(lambda: prom.alert_states().get("LedgerDeletionDLQNotEmpty") == "pending", 60,
+                   "LedgerDeletionDLQNotEmpty pending", interval=0.5)
+        assert prom.value("pulsar_ledger_deletion_dlq_size") == len(GARBAGE)
+    finally:
+        prom.stop()
