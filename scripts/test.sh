@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 
 apt_missing=()
 [ -f /usr/share/java/zookeeper.jar ] || apt_missing+=(zookeeper)
-command -v promtool >/dev/null 2>&1 || apt_missing+=(prometheus)  # promtool checks the alert rules
+command -v promtool >/dev/null 2>&1 || apt_missing+=(prometheus)  # promtool checks the alert rules; the server runs them
+command -v prometheus-pushgateway >/dev/null 2>&1 || apt_missing+=(prometheus-pushgateway)  # scan-orphans --pushgateway
 [ -x /usr/bin/chromium ] || apt_missing+=(chromium)  # playwright opens report.html in it (no browser download)
 if [ ${#apt_missing[@]} -gt 0 ]; then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"

@@ -6,17 +6,23 @@ second.  Undecodable messages sent to the deletion topic go to the DLQ; the aler
 the DLQ must then turn active: ``LedgerDeletionDLQGrowing`` fires (it has no ``for``) and
 ``LedgerDeletionDLQNotEmpty`` goes pending (its ``for`` is 6 hours).  Before that, with
 the daemon scraped and nothing dead-lettered, neither may be active.
+
+The orphan scan's counts reach Prometheus through Debian's ``prometheus-pushgateway``
+(``scan-orphans --pushgateway``): a push that names missing ledgers fires
+``LedgerDeletionMissingLedgers``, one that names none does not.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pulsar
@@ -24,11 +30,14 @@ import pytest
 
 from deletion_service.config import DeletionConfig
 from deletion_service.embedded.broker import EmbeddedBroker, stop_pid
+from deletion_service.orphans.push import JOB, push_summary
+from deletion_service.orphans.summary import ScanSummary
 from deletion_service.topics import DeletionTopics
 from tests.harness import ServerProcess, free_port, wait_until
 
 RULES = Path(__file__).resolve().parents[1] / "deploy" / "prometheus" / "ledger-deletion-alerts.yml"
 PROMETHEUS = shutil.which("prometheus")
+PUSHGATEWAY = shutil.which("prometheus-pushgateway")
 pytestmark = pytest.mark.skipif(PROMETHEUS is None, reason="prometheus missing: scripts/test.sh installs Debian's")
 
 GARBAGE = [b"{not json", b"\xff\xfe\x00", b'{"topicName": "persistent://t/ns/x"}']
@@ -50,7 +59,8 @@ class PrometheusServer(ServerProcess):
         config = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "rule_files": [str(RULES)],
-            "scrape_configs": [{"job_name": job, "static_configs": [{"targets": [target]}]}
+            # honor_labels: a Pushgateway's samples keep the job they were pushed under
+            "scrape_configs": [{"job_name": job, "honor_labels": True, "static_configs": [{"targets": [target]}]}
                                for job, target in self.targets.items()],
         }
         (self.workdir / "prometheus.yml").write_text(json.dumps(config))  # JSON is YAML
@@ -115,8 +125,9 @@ def test_dlq_alerts_go_off_once_messages_reach_the_dlq(daemon: tuple[str, str], 
         # Scraped and evaluated, nothing dead-lettered: no DLQ alert (the rule's series is there, at 0).
         wait_until(lambda: prom.value('pulsar_ledger_deletion_acked_total{outcome="dlq"}') == 0, 30,
                    "a scrape of the daemon", interval=0.5)
-        wait_until(lambda: prom.api("rules")["groups"][0]["rules"][0].get("lastEvaluation", "0001").startswith("2"),
-                   10, "a rule evaluation", interval=0.5)
+        seen = datetime.now(UTC)
+        wait_until(lambda: _evaluated_since(prom, "LedgerDeletionDLQGrowing", seen), 10, "a rule evaluation",
+                   interval=0.5)
         assert prom.value('up{job="ledger-deletion"}') == 1
         assert not {"LedgerDeletionDLQGrowing", "LedgerDeletionDLQNotEmpty"} & set(prom.alert_states())
 
@@ -139,3 +150,43 @@ def test_dlq_alerts_go_off_once_messages_reach_the_dlq(daemon: tuple[str, str], 
         assert prom.value("pulsar_ledger_deletion_dlq_size") == len(GARBAGE)
     finally:
         prom.stop()
+
+
+def _summary(missing: int) -> ScanSummary:
+    return ScanSummary(orphan_ledgers=5, orphan_offloaded_objects=1, missing_ledgers=missing, orphan_ledger_bytes=10,
+                       orphan_object_bytes=20, scanned_ledgers=100, references=90, scanned_objects=4, min_age_s=86400,
+                       scanned_at_ms=1_700_000_000_000)
+
+
+@pytest.mark.skipif(PUSHGATEWAY is None, reason="prometheus-pushgateway missing: scripts/test.sh installs Debian's")
+def test_a_scan_that_finds_missing_ledgers_fires_through_the_pushgateway(tmp_path: Path) -> None:
+    gateway = ServerProcess("pushgateway", tmp_path / "pushgateway", port=free_port())
+    gateway._spawn([PUSHGATEWAY, f"--web.listen-address=127.0.0.1:{gateway.port}"])  # type: ignore[list-item]  # noqa: SLF001
+    url = f"http://127.0.0.1:{gateway.port}"
+    prom = None
+    try:
+        wait_until(lambda: _answers(url + "/-/ready"), 30, "pushgateway", gateway.proc, gateway.log_path)
+        push_summary(url, _summary(missing=0))
+        prom = PrometheusServer(tmp_path / "prometheus", {"pushgateway": f"127.0.0.1:{gateway.port}"}).start()
+        query = f'pulsar_ledger_deletion_scan_orphan_ledgers{{job="{JOB}"}}'
+        wait_until(lambda: prom.value(query) == 5, 30, "the scan's counts scraped", interval=0.5)
+        seen = datetime.now(UTC)
+        wait_until(lambda: _evaluated_since(prom, "LedgerDeletionMissingLedgers", seen), 10, "a rule evaluation",
+                   interval=0.5)
+        assert "LedgerDeletionMissingLedgers" not in prom.alert_states()
+
+        push_summary(url, _summary(missing=2))  # the next scan's push replaces the last
+        wait_until(lambda: prom.alert_states().get("LedgerDeletionMissingLedgers") == "firing", 30,
+                   "LedgerDeletionMissingLedgers firing", interval=0.5)
+    finally:
+        if prom is not None:
+            prom.stop()
+        gateway.stop()
+
+
+
+def _evaluated_since(prom: PrometheusServer, alert: str, since: datetime) -> bool:
+    """The alerting rule ``alert`` was evaluated after ``since`` (its lastEvaluation, in ns precision)."""
+    rule = next(r for r in prom.api("rules")["groups"][0]["rules"] if r["name"] == alert)
+    at = re.sub(r"(\.\d{6})\d*", r"\1", rule["lastEvaluation"]).replace("Z", "+00:00")
+    return datetime.fromisoformat(at) > since
