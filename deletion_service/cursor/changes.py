@@ -103,6 +103,7 @@ class ChangesMixin:
             deferred, self._deferred = self._deferred, []
             for consumer in deferred:
                 self._connect(consumer)
+            self._after_change()
             return ended
 
     # ---- the occasional changes themselves
@@ -158,6 +159,9 @@ class ChangesMixin:
             return True
 
     def _connect(self, consumer: Consumer) -> None:  # implemented by the dispatcher
+        raise NotImplementedError
+
+    def _after_change(self) -> None:  # implemented by the dispatcher: reads that flow asked for meanwhile
         raise NotImplementedError
 
     def remove_consumer(self, name: str) -> None:  # implemented by the dispatcher

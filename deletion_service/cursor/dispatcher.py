@@ -4,7 +4,19 @@ It models what PIP-269 is about: reads that are *in flight* while an
 occasional read position change runs.  Reads are started explicitly and
 completed by calling :meth:`InFlightRead.complete`, so tests can inject a
 completion at every point of a change.  Occasional changes live in
-:mod:`.changes`; this module is reads, routing and acks.
+:mod:`.changes`; this module is reads, routing, flow permits and acks.
+
+Flow permits: a consumer added with ``permits`` gets only that many messages
+until it sends :meth:`Dispatcher.flow`; one added without is outside flow
+control (the model's default).  A flow that arrives while a change runs does
+not read (stage 1 of the seek-epoch proposal: check the cursor's state on
+flow permits); the read starts when the change ends, from the new position.
+
+Batch-index acks (PIP-54, ``batch_index_acks``): dispatch carries a batch's
+acked indexes as ``ack_set``, the client skips them, and they cost no permits.
+
+The ack-state budget: with ``budget.pause_dispatch``, no read starts while the
+cursor's state, as last persisted, was over the budget.
 """
 
 from __future__ import annotations
@@ -13,6 +25,7 @@ import threading
 import zlib
 from collections.abc import Callable
 
+from .ack_budget import PersistBudget
 from .changes import ChangesMixin
 from .epoch import ManagedCursor
 from .log import Entry, EntryLog
@@ -33,9 +46,11 @@ class Dispatcher(ChangesMixin):
     """Redelivery set, delayed tracker, recently-joined consumers and consumers, under one lock."""
 
     def __init__(self, cursor: ManagedCursor, log: EntryLog, *, key_shared: bool = False, read_batch: int = 5,
-                 selector: Selector = crc_selector, clock: Callable[[], float] = lambda: 0.0) -> None:
+                 selector: Selector = crc_selector, clock: Callable[[], float] = lambda: 0.0,
+                 batch_index_acks: bool = False, budget: PersistBudget | None = None) -> None:
         self.cursor, self.log, self.key_shared, self.read_batch = cursor, log, key_shared, read_batch
         self.selector, self.clock = selector, clock
+        self.batch_index_acks, self.budget = batch_index_acks, budget
         self.redelivery = RedeliverySet()
         self.delayed = DelayedTracker()
         self.recently_joined = RecentlyJoined()
@@ -49,6 +64,7 @@ class Dispatcher(ChangesMixin):
         self._deferred: list[Consumer] = []
         self._needs_rewind = False
         self._round_robin = 0
+        self._read_after_change = False
 
     @property
     def epoch_checks(self) -> bool:
@@ -58,15 +74,33 @@ class Dispatcher(ChangesMixin):
     def pending_reads(self) -> list[InFlightRead]:
         return [r for r in (self._pending_seq, self._pending_replay) if r is not None]
 
+    @property
+    def paused_for_ack_state(self) -> bool:
+        """The cursor's state did not fit its persist budget at the last persist, and pausing is on."""
+        budget = self.budget
+        return budget is not None and budget.pause_dispatch and self.cursor.metadata_size > budget.max_bytes
+
+    def _available_permits(self) -> int | None:
+        """Messages the consumers may still take; None when one is outside flow control."""
+        total = 0
+        for consumer in self.consumers.values():
+            if consumer.permits is None:
+                return None
+            total += max(consumer.permits, 0)
+        return total
+
     # ---- reads
 
     def read_more(self) -> InFlightRead | None:
         """Start a sequential read from the read position (one at a time); None if nothing to read."""
         with self._lock:
             epoch = self.cursor.read_epoch()  # CursorModifyingError while a change runs
-            if self._pending_seq is not None or not self.consumers:
+            if self._pending_seq is not None or not self.consumers or self.paused_for_ack_state:
                 return None
-            entries = self.log.read(self.cursor.read_position, self.read_batch)
+            permits = self._available_permits()
+            if permits == 0:
+                return None
+            entries = self.log.read(self.cursor.read_position, min(self.read_batch, permits or self.read_batch))
             if not entries:
                 return None
             self._pending_seq = self._new_read(ReadKind.SEQUENTIAL, epoch, entries)
@@ -76,7 +110,9 @@ class Dispatcher(ChangesMixin):
         """Start a replay read of redelivery positions (and delayed messages now due)."""
         with self._lock:
             epoch = self.cursor.read_epoch()
-            if self._pending_replay is not None or not self.consumers:
+            if self._pending_replay is not None or not self.consumers or self.paused_for_ack_state:
+                return None
+            if self._available_permits() == 0:
                 return None
             for position in self.delayed.pop_due(self.clock(), self.read_batch):
                 self.redelivery.add(position)
@@ -118,28 +154,70 @@ class Dispatcher(ChangesMixin):
         if read.kind is ReadKind.SEQUENTIAL and entry.deliver_at is not None and entry.deliver_at > self.clock():
             self.delayed.add(position, entry.deliver_at)
             return None
-        target = self._route(entry)
+        ack_set = self._ack_set(entry)
+        target = self._route(entry, entry.batch_size - len(ack_set))
         joined = self.recently_joined.get(target.name) if target is not None else None
         if target is None or (joined is not None and position >= joined.max_read_position):
-            self.redelivery.add(position)  # no consumer, or Key_Shared holds it for a recently joined one
+            # no consumer with permits for it, or Key_Shared holds it for a recently joined one
+            self.redelivery.add(position)
             return None
         # The epoch the read began under, for this very connection; a connection that joined since
         # (a reconnect under the same name) gets the epoch it subscribed with, never the old one's.
         epoch = read.consumer_epochs.get(target, target.joined_epoch)
-        target.send(Message(position, epoch, read.cursor_epoch, entry.key))
+        target.send(Message(position, epoch, read.cursor_epoch, entry.key, entry.batch_size, ack_set))
         delivery = Delivery(self.generation, read.cursor_epoch, target.name, position, entry.key, read.kind,
                             delayed=entry.deliver_at is not None)
         self.deliveries.append(delivery)
         return delivery
 
-    def _route(self, entry: Entry) -> Consumer | None:
+    def _ack_set(self, entry: Entry) -> frozenset[int]:
+        if not self.batch_index_acks or entry.batch_size == 1:
+            return frozenset()
+        return self.cursor.acks.acked_batch_indexes(entry.position, entry.batch_size)
+
+    def _route(self, entry: Entry, cost: int) -> Consumer | None:
+        """Key_Shared: the key's consumer, if it has the permits; Shared: the next one that has."""
         names = sorted(self.consumers)
         if not names:
             return None
         if self.key_shared:
-            return self.consumers[self.selector(entry.key, names)]
-        self._round_robin = (self._round_robin + 1) % len(names)
-        return self.consumers[names[self._round_robin]]
+            target = self.consumers[self.selector(entry.key, names)]
+            return target if target.can_take(cost) else None
+        for _ in names:
+            self._round_robin = (self._round_robin + 1) % len(names)
+            target = self.consumers[names[self._round_robin]]
+            if target.can_take(cost):
+                return target
+        return None
+
+    # ---- flow permits
+
+    def flow(self, consumer: str, permits: int) -> list[InFlightRead]:
+        """The consumer may take ``permits`` more messages; returns the reads this starts.
+
+        While a change runs, no read starts (one would be outdated, or, before PIP-269, read
+        from the old position): the permits are kept and the read starts when the change ends.
+        """
+        if permits < 0:
+            raise ValueError(f"flow permits must be >= 0, got {permits}")
+        with self._lock:
+            c = self.consumers.get(consumer)
+            if c is None:
+                return []
+            c.permits = (c.permits or 0) + permits
+            if self.cursor.modifying:
+                self._read_after_change = True
+                return []
+            return self._read_now()
+
+    def _read_now(self) -> list[InFlightRead]:
+        """Replay first, as Pulsar's ``readMoreEntries``, then read on from the read position."""
+        return [r for r in (self.replay(), self.read_more()) if r is not None]
+
+    def _after_change(self) -> None:
+        if self._read_after_change:
+            self._read_after_change = False
+            self._read_now()
 
     # ---- acks
 
@@ -159,6 +237,23 @@ class Dispatcher(ChangesMixin):
         mark_delete = self.cursor.mark_delete_position
         self.recently_joined.release_up_to(self.log.next_valid(successor(mark_delete)) or successor(mark_delete))
 
+    def ack_batch_index(self, consumer: str, position: Position, indexes: list[int]) -> bool:
+        """The consumer acknowledged some messages of a batch (PIP-54); True once the entry is acked.
+
+        Without ``batch_index_acks`` the broker ignores index acks, as Pulsar does: the entry
+        stays unacked until the client acks it whole.
+        """
+        with self._lock:
+            c = self.consumers.get(consumer)
+            if c is None or position not in c.pending or not self.batch_index_acks:
+                return False
+            batch_size = self.log.entry(position).batch_size
+            if not self.cursor.ack_batch_index(position, batch_size, indexes, self.log.next_valid):
+                return False
+            c.pending.discard(position)
+            self._release_recently_joined()
+            return True
+
     def nack(self, consumer: str, position: Position) -> bool:
         """Negative ack: the position goes to the redelivery set for a replay read."""
         with self._lock:
@@ -171,10 +266,11 @@ class Dispatcher(ChangesMixin):
 
     # ---- consumers
 
-    def add_consumer(self, client: ClientConsumer) -> Consumer:
-        """Connect a consumer; during a running change it joins when the change ends (atomicity)."""
+    def add_consumer(self, client: ClientConsumer, permits: int | None = None) -> Consumer:
+        """Connect a consumer (with ``permits``: under flow control); during a running change it
+        joins when the change ends (atomicity)."""
         with self._lock:
-            consumer = Consumer(client)
+            consumer = Consumer(client, permits=permits)
             consumer.joined_epoch = client.reconnected()
             consumer.epoch.reset(consumer.joined_epoch)
             if self.epoch_checks and self.cursor.modifying:

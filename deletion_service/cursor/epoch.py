@@ -166,6 +166,18 @@ class ManagedCursor:
             self.mark_delete(mark_delete)
             return self._mark_delete
 
+    def ack_batch_index(self, position: Position, batch_size: int, indexes: list[int],
+                        next_valid: Callable[[Position], Position | None]) -> bool:
+        """Acknowledge indexes of a batch (PIP-54); True once the whole entry is acked, which
+        then advances mark-delete like a whole-entry ack."""
+        with self._lock:
+            if position <= self._mark_delete:
+                return True
+            if not self.acks.ack_batch_index(position, batch_size, indexes):
+                return False
+            self.ack(position, next_valid)
+            return True
+
     def mark_delete(self, position: Position) -> bool:
         """Acknowledge everything up to ``position`` (the ack path: forward only, no epoch change)."""
         with self._lock:

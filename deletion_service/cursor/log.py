@@ -1,8 +1,9 @@
 """An in-memory managed ledger: the entries a dispatcher reads, for tests and simulations.
 
 It stands in for BookKeeper reads so the dispatcher model can be replayed
-deterministically.  Entries carry a key (Key_Shared routing) and an optional
-delivery time (delayed messages).
+deterministically.  Entries carry a key (Key_Shared routing), an optional
+delivery time (delayed messages) and a batch size (a batch entry holds that
+many messages, each acked by its index under PIP-54).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ class Entry:
     position: Position
     key: str | None = None
     deliver_at: float | None = None
+    batch_size: int = 1
 
 
 class EntryLog:
@@ -36,10 +38,13 @@ class EntryLog:
                 log.append(Position(ledger_id, entry_id), key=key)
         return log
 
-    def append(self, position: Position, key: str | None = None, deliver_at: float | None = None) -> Entry:
+    def append(self, position: Position, key: str | None = None, deliver_at: float | None = None,
+               batch_size: int = 1) -> Entry:
         if self._positions and position <= self._positions[-1]:
             raise ValueError(f"{position} is not after the last entry {self._positions[-1]}")
-        entry = Entry(Position(*position), key, deliver_at)
+        if batch_size < 1:
+            raise ValueError(f"batch size of {position} must be at least 1, got {batch_size}")
+        entry = Entry(Position(*position), key, deliver_at, batch_size)
         self._positions.append(entry.position)
         self._entries[entry.position] = entry
         return entry

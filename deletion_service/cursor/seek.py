@@ -21,12 +21,20 @@ from .position import Position
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """What the broker sends (``CommandMessage``): position, key and the epochs of its read."""
+    """What the broker sends (``CommandMessage``): position, key, the epochs of its read and, for a
+    batch, its size and the indexes already acked (``ack_set``, PIP-54), which the client skips."""
 
     position: Position
     consumer_epoch: int
     cursor_epoch: int
     key: str | None = None
+    batch_size: int = 1
+    ack_set: frozenset[int] = frozenset()
+
+    @property
+    def visible_indexes(self) -> list[int]:
+        """The batch's messages the application gets: those not acked already."""
+        return [i for i in range(self.batch_size) if i not in self.ack_set]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +97,7 @@ class ClientConsumer:
         with self._lock:
             while self._queue:
                 message = self._queue.popleft()
-                if self.filter_enabled and message.consumer_epoch < self.epoch:
+                if self.filter_enabled and (message.consumer_epoch < self.epoch or not message.visible_indexes):
                     self.dropped.append(message)
                     continue
                 return message

@@ -120,11 +120,20 @@ class Consumer:
     pending: set[Position] = field(default_factory=set)
     #: The epoch this connection subscribed with: what a read begun before it joined carries to it.
     joined_epoch: int = 0
+    #: Flow permits (messages it may still be sent); None for a consumer outside flow control.
+    permits: int | None = None
+
+    def can_take(self, messages: int) -> bool:
+        return self.permits is None or self.permits >= messages
 
     @property
     def name(self) -> str:
         return self.client.name
 
     def send(self, message: Message) -> None:
+        """Hand over ``message``; it costs a permit per message the client will show (PIP-54: the
+        batch's acked indexes are filtered by the client, so their permits are given back)."""
+        if self.permits is not None:
+            self.permits -= message.batch_size - len(message.ack_set)
         self.pending.add(message.position)
         self.client.on_message(message)
