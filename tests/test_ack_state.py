@@ -10,6 +10,7 @@ the encode/decode round trip, mark-delete advance and the budget's prefix.
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -219,3 +220,14 @@ def test_a_range_spanning_ledgers_is_kept_as_read_and_honoured() -> None:
     assert state.ranges() == [span, MessageRange(P(6, -1), P(6, 1))]
     state.trim_to(P(4, 0))
     assert state.ranges()[0] == MessageRange(P(4, 0), P(5, 2))
+
+
+def test_the_ack_state_bench_prints_its_four_figures(capsys) -> None:
+    """The figures themselves go in the closing note; here only that the bench runs and measures."""
+    from bench import ack_state
+
+    assert ack_state.main(["--acks", "4000", "--entries-per-ledger", "1000", "--repeat", "1", "--json"]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert {"acksPerSecond", "bytesPerRangeSerialized", "memoryBytesPerRange", "setAddsPerSecond"} <= set(figures)
+    assert figures["ranges"] == 4000 and figures["ledgers"] == 8 and figures["encodedSizeMatches"] is True
+    assert 18 <= figures["bytesPerRangeSerialized"] <= 32 and figures["acksPerSecond"] > 0

@@ -133,6 +133,10 @@ class AckState:
     def ledger_ids(self) -> list[int]:
         return sorted(self._ledgers)
 
+    def ledger_bitmap(self, ledger_id: int) -> BitMap:
+        """A copy of one ledger's acked entry ids (a copy: the state's own must change only through acks)."""
+        return BitMap(self._ledgers.get(ledger_id, ()))
+
     @property
     def spans(self) -> list[MessageRange]:
         """Ranges read from a node that span ledgers, kept as read."""
