@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from metastore import ABSENT, open_store
+from metastore.interface import DEFAULT_MAX_REQUEST_BYTES
 from tests.cli_runner import run_cli
 
 VECTORS = Path(__file__).resolve().parent / "data" / "vectors"
@@ -51,7 +52,10 @@ def test_cursor_file_json(name: str) -> None:
     assert batch["position"] == {"ledgerId": exp["batch"]["position"][0], "entryId": exp["batch"]["position"][1]}
     assert batch["unackedIndexes"] == exp["batch"]["unackedIndexes"]
     assert set(out) == {"cursorsLedgerId", "markDeletePosition", "individualDeletedMessages",
-                        "batchedEntryDeletionIndexInfo", "properties", "cursorProperties", "lastActive"}
+                        "batchedEntryDeletionIndexInfo", "properties", "cursorProperties", "lastActive", "ackState"}
+    # the default budget (5 MiB), capped at what ZooKeeper takes in one request, less the path's headroom
+    assert out["ackState"]["budgetBytes"] == DEFAULT_MAX_REQUEST_BYTES - 1024
+    assert out["ackState"]["ranges"] == len(exp["ranges"]) and out["ackState"]["overBudget"] is False
 
 
 def test_bk_ledger_file_json() -> None:

@@ -1,4 +1,4 @@
-"""``cursor reset``: an occasional read position change through the cursor core, persisted.
+"""``cursor reset`` and ``cursor health``: the cursor core for operators.
 
 ``reset --position L:E`` does what ``pulsar-admin topics reset-cursor`` does to
 a cursor: read position = ``L:E``, mark-delete = ``L:E-1``, individual and
@@ -6,8 +6,12 @@ batch-index acks cleared.  It edits only cursors whose state lives in the
 metadata store, only to a position inside a ledger the managed ledger still
 lists, and writes the cursor node in one multi-op guarded by the managed-ledger
 node's version, so it cannot race ``trim`` into a deleted ledger.  The write
-moves the node's version, which is what a concurrent ``trim`` checks.
+moves the node's version, which is what a concurrent ``trim`` checks.  The
+reset is observed like any epoch increase (``pulsar_cursor_epoch_increase_*``)
+and its write is held to the persist budget.
 
+``health`` lists the cursors whose persisted state is near or over the persist
+budget, or lives in a cursor ledger (see :mod:`deletion_service.cursor.health`).
 """
 
 from __future__ import annotations
@@ -20,10 +24,12 @@ from rich.console import Console
 from rich.table import Table
 
 from deletion_service.cli import connections, options, settings
-from deletion_service.cursor import CursorError, parse_position
+from deletion_service.cursor import CursorError, health, parse_position
+from deletion_service.cursor.ack_budget import PersistBudget
+from deletion_service.cursor.metrics import AckStateMetrics, EpochMetrics
 from deletion_service.cursor.reset import ResetOutcome, reset_stored_cursor
 from deletion_service.errors import UsageError, UserError
-from metastore.formats import Position, parse_topic
+from metastore.formats import Position, TopicName, parse_topic
 
 app = typer.Typer(help="Cursor operations through the cursor core.", no_args_is_help=True)
 
@@ -57,14 +63,18 @@ def reset(
     opts = options.get(ctx)
     try:
         target = parse_position(position)
-        topic_name = str(parse_topic(topic))
+        parsed = parse_topic(topic)
     except ValueError as e:
         raise UsageError(str(e)) from e
     if not subscription:
         raise UsageError("--subscription must not be empty")
-    with connections.open_metadata_store(opts, settings.load(opts).config, must_exist=True) as store:
+    config = settings.load(opts).config
+    labels = (config.cluster_name, f"{parsed.tenant}/{parsed.namespace}", str(parsed), subscription)
+    with connections.open_metadata_store(opts, config, must_exist=True) as store:
         try:
-            outcome = reset_stored_cursor(store, topic_name, subscription, target)
+            outcome = reset_stored_cursor(store, str(parsed), subscription, target,
+                                          observer=EpochMetrics(*labels), budget=PersistBudget.from_config(config),
+                                          persist_observer=AckStateMetrics(*labels))
         except CursorError as e:
             raise UserError(str(e)) from e
     if opts.json:
@@ -76,3 +86,66 @@ def reset(
     table.add_row(*(f"{p.ledger_id}:{p.entry_id}" for p in (outcome.previous, outcome.position, outcome.mark_delete)),
                   str(outcome.epoch), str(outcome.version))
     Console().print(table)
+
+
+class Scope:
+    """``--tenant``/``--namespace`` checked once: names Pulsar accepts, never both."""
+
+    @staticmethod
+    def parse(tenant: str | None, namespace: str | None) -> tuple[str | None, str | None]:
+        if tenant and namespace:
+            raise UsageError("give --tenant or --namespace, not both")
+        try:
+            if namespace is not None:
+                t, _, ns = namespace.partition("/")
+                TopicName(t, ns, "x")  # validates both names
+            elif tenant is not None:
+                TopicName(tenant, "x", "x")
+        except ValueError as e:
+            raise UsageError(f"{e}; --namespace is TENANT/NAMESPACE") from e
+        return tenant, namespace
+
+
+def health_json(rows: list[health.CursorHealth]) -> list[dict]:
+    return [{"topic": r.topic, "subscription": r.subscription, "path": r.path, "status": r.status.value,
+             "stateBytes": r.state_bytes, "nodeBytes": r.node_bytes, "budgetBytes": r.budget,
+             "ranges": r.ranges, "batchEntries": r.batch_entries, "cursorsLedgerId": r.cursor_ledger,
+             "detail": r.detail} for r in rows]
+
+
+_STYLE = {"over": "bold red", "near": "yellow", "cursor-ledger": "cyan", "undecodable": "red", "ok": "green"}
+
+
+@app.command("health", help=(
+    "List cursors whose persisted ack state is near (>= 80%) or over the persist budget "
+    "(managedLedgerMaxAckStateInBytesToPersist, capped at the store's node limit), or lives in a "
+    "BookKeeper cursor ledger this tool cannot read. Over budget means a broker restart redelivers "
+    "acknowledged messages. Read-only."))
+def health_command(
+    ctx: typer.Context,
+    tenant: Annotated[str | None, typer.Option(help="only this tenant's topics")] = None,
+    namespace: Annotated[str | None, typer.Option(help="only this namespace's topics (TENANT/NAMESPACE)")] = None,
+    all_cursors: Annotated[bool, typer.Option("--all", help="list healthy cursors too")] = False,
+) -> None:
+    opts = options.get(ctx)
+    tenant, namespace = Scope.parse(tenant, namespace)
+    config = settings.load(opts).config
+    with connections.open_metadata_store(opts, config, must_exist=True) as store:
+        rows = health.check(store, PersistBudget.from_config(config), tenant, namespace)
+    shown = rows if all_cursors else [r for r in rows if r.status is not health.Status.OK]
+    if opts.json:
+        typer.echo(json.dumps({"checked": len(rows), "cursors": health_json(shown)}, indent=2))
+        return
+    console = Console()
+    if not shown:
+        console.print(f"[green]all {len(rows)} cursors are within their persist budget[/green]")
+        return
+    table = Table(title=f"cursor health — {len(shown)} of {len(rows)} cursors")
+    for column in ("topic", "subscription", "state", "budget", "used", "ranges", "status"):
+        table.add_column(column, justify="right" if column in ("state", "budget", "used", "ranges") else "left")
+    for r in shown:
+        used = "—" if r.status in (health.Status.CURSOR_LEDGER, health.Status.UNDECODABLE) else f"{r.share:.0%}"
+        status = r.status.value + (f" {r.cursor_ledger}" if r.cursor_ledger is not None else "")
+        table.add_row(r.topic, r.subscription, f"{r.state_bytes:,} B", f"{r.budget:,} B", used, f"{r.ranges:,}",
+                      f"[{_STYLE[r.status.value]}]{status}[/]")
+    console.print(table)

@@ -18,6 +18,7 @@ from rich.console import Console
 
 from deletion_service.cli import connections, options, settings
 from deletion_service.cli.commands import inspect_render
+from deletion_service.cursor.ack_budget import PersistBudget
 from deletion_service.errors import UsageError, UserError
 from metastore.formats import (
     FormatError,
@@ -27,6 +28,7 @@ from metastore.formats import (
     decode_managed_ledger,
     ledger_path,
 )
+from metastore.interface import DEFAULT_MAX_REQUEST_BYTES
 
 app = typer.Typer(help="Decode Pulsar and BookKeeper metadata nodes (read-only).", no_args_is_help=True)
 
@@ -83,11 +85,15 @@ def managed_ledger(ctx: typer.Context, path: PathOpt = None, file: FileOpt = Non
           inspect_render.managed_ledger_json, inspect_render.managed_ledger_table)
 
 
-@app.command(help="A cursor's mark-delete position, acked ranges and batch-index acks.")
+@app.command(help="A cursor's mark-delete position, acked ranges and batch-index acks, and the size of "
+                  "its ack state against the persist budget (managedLedgerMaxAckStateInBytesToPersist).")
 def cursor(ctx: typer.Context, path: PathOpt = None, file: FileOpt = None) -> None:
     opts = options.get(ctx)
     data, source, _ = _read(opts, path, file, bookkeeper=False)
-    _show(opts, "cursor", data, source, decode_cursor, inspect_render.cursor_json, inspect_render.cursor_table)
+    # The budget a store's write is held to: capped at its request limit (a file is judged the same way).
+    budget = PersistBudget.from_config(settings.load(opts).config).capped(DEFAULT_MAX_REQUEST_BYTES).max_bytes
+    _show(opts, "cursor", data, source, decode_cursor, lambda i: inspect_render.cursor_json(i, budget),
+          lambda i, title: inspect_render.cursor_table(i, title, budget))
 
 
 @app.command("bk-ledger", help="A BookKeeper ledger's metadata (read from --bookkeeper-metadata-store).")

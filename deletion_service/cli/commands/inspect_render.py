@@ -11,7 +11,11 @@ from typing import Any
 
 from rich.table import Table
 
+from deletion_service.cursor.health import state_size
 from metastore.formats import LedgerMetadata, ManagedCursorInfo, ManagedLedgerInfo, Position
+
+#: Acked ranges a table shows before summarising the rest (a slow consumer's cursor holds millions).
+SHOWN_RANGES = 10
 
 
 def _pos(p: Position | None) -> dict[str, int] | None:
@@ -43,8 +47,15 @@ def managed_ledger_json(info: ManagedLedgerInfo) -> dict[str, Any]:
     }
 
 
-def cursor_json(info: ManagedCursorInfo) -> dict[str, Any]:
+def ack_state_json(info: ManagedCursorInfo, budget: int) -> dict[str, Any]:
+    size = state_size(info)
+    return {"stateBytes": size, "budgetBytes": budget, "ranges": len(info.individual_deleted_messages),
+            "batchEntries": len(info.batched_entry_deletion_index_info), "overBudget": size > budget}
+
+
+def cursor_json(info: ManagedCursorInfo, budget: int) -> dict[str, Any]:
     return {
+        "ackState": ack_state_json(info, budget),
         "cursorsLedgerId": info.cursors_ledger_id,
         "markDeletePosition": _pos(info.mark_delete),
         "individualDeletedMessages": [
@@ -103,7 +114,7 @@ def managed_ledger_table(info: ManagedLedgerInfo, title: str) -> list[Table]:
     return tables
 
 
-def cursor_table(info: ManagedCursorInfo, title: str) -> list[Table]:
+def cursor_table(info: ManagedCursorInfo, title: str, budget: int) -> list[Table]:
     main = Table(title=title, show_header=False)
     main.add_row("state lives in", "metadata store" if info.state_in_metadata_store
                  else f"cursor ledger {info.cursors_ledger_id}")
@@ -111,8 +122,15 @@ def cursor_table(info: ManagedCursorInfo, title: str) -> list[Table]:
     main.add_row("mark-delete position", "—" if md is None else f"{md.ledger_id}:{md.entry_id}")
     main.add_row("last active (ms)", _dash(info.last_active))
     main.add_row("compression", info.compression.name)
-    for r in info.individual_deleted_messages:
+    state = ack_state_json(info, budget)
+    verdict = "[bold red]over budget[/]" if state["overBudget"] else "within budget"
+    main.add_row("ack state", f"{state['stateBytes']:,} B of {budget:,} B persist budget "
+                 f"({state['stateBytes'] / budget:.0%}), {verdict}")
+    ranges = info.individual_deleted_messages
+    for r in ranges[:SHOWN_RANGES]:
         main.add_row("acked range", f"({r.lower.ledger_id}:{r.lower.entry_id}, {r.upper.ledger_id}:{r.upper.entry_id}]")
+    if len(ranges) > SHOWN_RANGES:
+        main.add_row("", f"… {len(ranges) - SHOWN_RANGES:,} more acked ranges (--json lists all)")
     for b in info.batched_entry_deletion_index_info:
         main.add_row(f"batch {b.position.ledger_id}:{b.position.entry_id}",
                      f"{len(b.unacked)} unacked: {_compact(b.unacked)}")
