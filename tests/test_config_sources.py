@@ -47,3 +47,19 @@ def test_a_bad_value_names_the_source_it_came_from(tmp_path: Path, env: dict[str
                                                    where: str) -> None:
     with pytest.raises(UserError, match=f"invalid value for minLedgerAgeSeconds in {where.replace('$', '[$]')}"):
         _load(tmp_path, "minLedgerAgeSeconds = 1\n", env, flags)
+
+
+def test_the_ack_state_budget_keys_follow_the_seed(tmp_path: Path) -> None:
+    """1 KiB..5 MiB, pausing on by default, and a byte limit that is set wins over the range count."""
+    from deletion_service.cursor.ack_budget import PersistBudget
+
+    defaults = PersistBudget.from_config(_load(tmp_path, "", {}, {}).config)
+    assert defaults == PersistBudget(max_bytes=5 * 1024 * 1024, max_ranges=None, pause_dispatch=True)
+    count_only = _load(tmp_path, "managedLedgerMaxUnackedRangesToPersist = 10000\n", {}, {}).config
+    assert PersistBudget.from_config(count_only).max_ranges == 10000
+    both = _load(tmp_path, "managedLedgerMaxUnackedRangesToPersist = 10000\n",
+                 {"LEDGER_DELETION_MANAGED_LEDGER_MAX_ACK_STATE_IN_BYTES_TO_PERSIST": "65536"}, {}).config
+    assert PersistBudget.from_config(both) == PersistBudget(max_bytes=65536, max_ranges=None, pause_dispatch=True)
+    for bad in ("1023", str(5 * 1024 * 1024 + 1)):
+        with pytest.raises(UserError, match="managedLedgerMaxAckStateInBytesToPersist"):
+            _load(tmp_path, "", {}, {"managedLedgerMaxAckStateInBytesToPersist": bad})

@@ -1,15 +1,18 @@
-"""The cursor core: positions, ack state, cursor epoch, dispatcher model, seek epoch, persistence.
+"""The cursor core: positions, ack state, cursor epoch, dispatcher model, seek epoch, persistence, budget.
 
 Modules, one concept each (STYLE: not one Pulsar-sized class):
 
 * :mod:`.position` — ``Position`` and the ``L:E`` syntax;
-* :mod:`.acks` — individually acked ranges (batch-index acks attach here later);
+* :mod:`.acks` — individual and batch-index acks (PIP-54), as per-ledger roaring bitmaps;
+* :mod:`.ack_size`, :mod:`.ack_budget` — their exact persisted size, and what of them is
+  persisted within ``managedLedgerMaxAckStateInBytesToPersist``;
 * :mod:`.epoch` — :class:`ManagedCursor` with the PIP-269 epoch API;
 * :mod:`.log`, :mod:`.reads`, :mod:`.state`, :mod:`.dispatcher`, :mod:`.changes`
   — an in-memory dispatcher whose state changes atomically with the cursor;
 * :mod:`.seek` — the consumer (seek) epoch;
 * :mod:`.persistence`, :mod:`.reset` — the cursor node in the metadata store;
-* :mod:`.metrics` — Prometheus metrics of epoch increases.
+* :mod:`.health` — which cursors' persisted state is near or over the budget;
+* :mod:`.metrics` — Prometheus metrics of epoch increases and of the ack-state size.
 """
 
 from .acks import AckState
