@@ -139,3 +139,15 @@ def test_without_the_pause_dispatch_goes_on_over_budget() -> None:
         d.ack("c", P(6, e))
     to_info(StoredCursor("/x", ManagedCursorInfo(-1, P(6, -1)), 0), d.cursor, budget)
     assert d.cursor.metadata_size > 1024 and not d.paused_for_ack_state and d.read_more() is not None
+
+
+def test_permits_of_a_consumer_that_joined_during_a_change_are_kept() -> None:
+    d = Dispatcher(ManagedCursor("sub", P(2, -1)), EntryLog.of({2: 12}))
+    change = d.begin_reset(P(2, 3))
+    client = ClientConsumer("late")
+    d.add_consumer(client, permits=0)
+    assert d.flow("late", 2) == []  # the change runs: no read yet
+    d.finish_change(change)
+    [read] = d.pending_reads  # the flow's read starts when the change ends
+    read.complete()
+    assert [m.position for m in client.receive_all()] == [P(2, 3), P(2, 4)]

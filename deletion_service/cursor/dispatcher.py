@@ -201,7 +201,8 @@ class Dispatcher(ChangesMixin):
         if permits < 0:
             raise ValueError(f"flow permits must be >= 0, got {permits}")
         with self._lock:
-            c = self.consumers.get(consumer)
+            # a consumer that joined during a change waits in _deferred: its permits count all the same
+            c = self.consumers.get(consumer) or next((d for d in self._deferred if d.name == consumer), None)
             if c is None:
                 return []
             c.permits = (c.permits or 0) + permits
