@@ -151,3 +151,13 @@ def test_permits_of_a_consumer_that_joined_during_a_change_are_kept() -> None:
     [read] = d.pending_reads  # the flow's read starts when the change ends
     read.complete()
     assert [m.position for m in client.receive_all()] == [P(2, 3), P(2, 4)]
+
+
+def test_a_batch_bigger_than_the_permit_window_is_still_delivered() -> None:
+    d, client = _batches()
+    d.remove_consumer("c")
+    small = ClientConsumer("small")
+    d.add_consumer(small, permits=4)
+    d.read_more().complete()
+    assert [m.position for m in small.receive_all()] == [P(4, 0)]  # 10 messages on 4 permits, as Pulsar
+    assert d.consumers["small"].permits == -6 and d.read_more() is None

@@ -155,7 +155,7 @@ class Dispatcher(ChangesMixin):
             self.delayed.add(position, entry.deliver_at)
             return None
         ack_set = self._ack_set(entry)
-        target = self._route(entry, entry.batch_size - len(ack_set))
+        target = self._route(entry)
         joined = self.recently_joined.get(target.name) if target is not None else None
         if target is None or (joined is not None and position >= joined.max_read_position):
             # no consumer with permits for it, or Key_Shared holds it for a recently joined one
@@ -175,18 +175,18 @@ class Dispatcher(ChangesMixin):
             return frozenset()
         return self.cursor.acks.acked_batch_indexes(entry.position, entry.batch_size)
 
-    def _route(self, entry: Entry, cost: int) -> Consumer | None:
+    def _route(self, entry: Entry) -> Consumer | None:
         """Key_Shared: the key's consumer, if it has the permits; Shared: the next one that has."""
         names = sorted(self.consumers)
         if not names:
             return None
         if self.key_shared:
             target = self.consumers[self.selector(entry.key, names)]
-            return target if target.can_take(cost) else None
+            return target if target.can_take() else None
         for _ in names:
             self._round_robin = (self._round_robin + 1) % len(names)
             target = self.consumers[names[self._round_robin]]
-            if target.can_take(cost):
+            if target.can_take():
                 return target
         return None
 

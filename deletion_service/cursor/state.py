@@ -123,8 +123,10 @@ class Consumer:
     #: Flow permits (messages it may still be sent); None for a consumer outside flow control.
     permits: int | None = None
 
-    def can_take(self, messages: int) -> bool:
-        return self.permits is None or self.permits >= messages
+    def can_take(self) -> bool:
+        """Any permit left: as in Pulsar, a batch may then overdraw them (so a batch bigger
+        than a consumer's whole window is still delivered, never starved)."""
+        return self.permits is None or self.permits > 0
 
     @property
     def name(self) -> str:
