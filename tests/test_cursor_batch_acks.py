@@ -161,3 +161,14 @@ def test_a_batch_bigger_than_the_permit_window_is_still_delivered() -> None:
     d.read_more().complete()
     assert [m.position for m in small.receive_all()] == [P(4, 0)]  # 10 messages on 4 permits, as Pulsar
     assert d.consumers["small"].permits == -6 and d.read_more() is None
+
+
+def test_the_service_config_switches_batch_index_acks_and_the_pause() -> None:
+    from deletion_service.config import DeletionConfig
+
+    config = DeletionConfig(acknowledgment_at_batch_index_level_enabled=True,
+                            managed_ledger_max_ack_state_in_bytes_to_persist=4096)
+    d = Dispatcher.from_config(ManagedCursor("sub", P(1, -1)), EntryLog.of({1: 3}), config, read_batch=2)
+    assert d.batch_index_acks and d.read_batch == 2
+    assert d.budget == PersistBudget(max_bytes=4096, max_ranges=None, pause_dispatch=True)
+    assert not Dispatcher.from_config(ManagedCursor("s", P(1, -1)), EntryLog(), DeletionConfig()).batch_index_acks

@@ -66,6 +66,13 @@ class Dispatcher(ChangesMixin):
         self._round_robin = 0
         self._read_after_change = False
 
+    @classmethod
+    def from_config(cls, cursor: ManagedCursor, log: EntryLog, config: object, **kwargs: object) -> Dispatcher:
+        """A dispatcher as the service config sets it up: ``acknowledgmentAtBatchIndexLevelEnabled``,
+        the persist budget and ``dispatcherPauseOnAckPersistentStateEnabled``."""
+        return cls(cursor, log, batch_index_acks=config.acknowledgment_at_batch_index_level_enabled,  # type: ignore[attr-defined]
+                   budget=PersistBudget.from_config(config), **kwargs)  # type: ignore[arg-type]
+
     @property
     def epoch_checks(self) -> bool:
         return self.cursor.epoch_checks
