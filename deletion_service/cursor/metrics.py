@@ -16,6 +16,7 @@ seed's alert is ``size > on() group_left max_persist``.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -25,29 +26,41 @@ LABELS = ("cluster", "namespace", "topic", "subscription")
 #: The registry the daemon serves on ``/metrics`` for the cursor core.
 REGISTRY = CollectorRegistry()
 
-_families: dict[int, tuple[CollectorRegistry, Counter, Gauge]] = {}
-_size_families: dict[int, tuple[CollectorRegistry, Gauge, Gauge]] = {}
+_families: dict[tuple[str, int], tuple[CollectorRegistry, tuple]] = {}
 _lock = threading.Lock()
 
 
-def _metrics_for(registry: CollectorRegistry) -> tuple[Counter, Gauge]:
-    """One metric family per registry (prometheus-client refuses duplicates in a registry)."""
+def _once_per_registry(kind: str, registry: CollectorRegistry, build: Callable[[], tuple]) -> tuple:
+    """Build a metric family set once per registry (prometheus-client refuses duplicates in one)."""
     with _lock:
-        found = _families.get(id(registry))
-        if found is None or found[0] is not registry:
-            counter = Counter("pulsar_cursor_epoch_increase_count",
-                              "Occasional read position changes of the cursor (epoch increases)",
-                              LABELS, registry=registry)
-            gauge = Gauge("pulsar_cursor_epoch_increase_task_state",
-                          "1 while a cursor epoch increase task runs, else 0", LABELS, registry=registry)
-            found = (registry, counter, gauge)
-            _families[id(registry)] = found
-        return found[1], found[2]
+        found = _families.get((kind, id(registry)))
+        if found is None or found[0] is not registry:  # an id may be reused by a later registry
+            found = (registry, build())
+            _families[(kind, id(registry))] = found
+        return found[1]
+
+
+def _metrics_for(registry: CollectorRegistry) -> tuple[Counter, Gauge]:
+    return _once_per_registry("epoch", registry, lambda: (
+        Counter("pulsar_cursor_epoch_increase_count",
+                "Occasional read position changes of the cursor (epoch increases)", LABELS, registry=registry),
+        Gauge("pulsar_cursor_epoch_increase_task_state",
+              "1 while a cursor epoch increase task runs, else 0", LABELS, registry=registry)))
+
+
+def _size_metrics_for(registry: CollectorRegistry) -> tuple[Gauge, Gauge]:
+    return _once_per_registry("size", registry, lambda: (
+        Gauge("pulsar_cursor_metadata_size_in_memory_bytes",
+              "Bytes the cursor's whole metadata (ack state included) took at its last persist",
+              LABELS, registry=registry),
+        Gauge("pulsar_cursor_metadata_max_persist_bytes",
+              "The persist budget: managedLedgerMaxAckStateInBytesToPersist, capped by the "
+              "metadata store's request limit", registry=registry)))
 
 
 @dataclass
-class EpochMetrics:
-    """An :class:`~.epoch.EpochObserver` that records one cursor's epoch changes."""
+class CursorLabels:
+    """The cursor one observer reports for, as the seed's labels."""
 
     cluster: str
     namespace: str
@@ -55,11 +68,19 @@ class EpochMetrics:
     subscription: str
     registry: CollectorRegistry = REGISTRY
 
+    @property
+    def labels(self) -> tuple[str, str, str, str]:
+        return self.cluster, self.namespace, self.topic, self.subscription
+
+
+@dataclass
+class EpochMetrics(CursorLabels):
+    """An :class:`~.epoch.EpochObserver` that records one cursor's epoch changes."""
+
     def __post_init__(self) -> None:
         counter, gauge = _metrics_for(self.registry)
-        labels = (self.cluster, self.namespace, self.topic, self.subscription)
-        self._count = counter.labels(*labels)
-        self._state = gauge.labels(*labels)
+        self._count = counter.labels(*self.labels)
+        self._state = gauge.labels(*self.labels)
         self._state.set(0)
 
     def on_start(self) -> None:
@@ -71,34 +92,13 @@ class EpochMetrics:
         self._state.set(0)
 
 
-def _size_metrics_for(registry: CollectorRegistry) -> tuple[Gauge, Gauge]:
-    with _lock:
-        found = _size_families.get(id(registry))
-        if found is None or found[0] is not registry:
-            size = Gauge("pulsar_cursor_metadata_size_in_memory_bytes",
-                         "Bytes the cursor's whole metadata (ack state included) took at its last persist",
-                         LABELS, registry=registry)
-            budget = Gauge("pulsar_cursor_metadata_max_persist_bytes",
-                           "The persist budget: managedLedgerMaxAckStateInBytesToPersist, capped by the "
-                           "metadata store's request limit", registry=registry)
-            found = (registry, size, budget)
-            _size_families[id(registry)] = found
-        return found[1], found[2]
-
-
 @dataclass
-class AckStateMetrics:
+class AckStateMetrics(CursorLabels):
     """Told after each persist: the cursor's full metadata size and the budget it was held to."""
-
-    cluster: str
-    namespace: str
-    topic: str
-    subscription: str
-    registry: CollectorRegistry = REGISTRY
 
     def __post_init__(self) -> None:
         size, self._budget = _size_metrics_for(self.registry)
-        self._size = size.labels(self.cluster, self.namespace, self.topic, self.subscription)
+        self._size = size.labels(*self.labels)
 
     def on_persist(self, full_size: int, budget: int) -> None:
         self._size.set(full_size)
