@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from deletion_service.delete_phase.decision import Outcome
 from deletion_service.delete_phase.facts import DeleteStatus
+from deletion_service.model import LedgerType
 
 PREFIX = "pulsar_ledger_deletion"
 
@@ -27,10 +28,13 @@ class DeletionMetrics:
         self.deleted = Counter(f"{PREFIX}_deleted", "Ledgers (or offloaded copies) deleted", ["type"], registry=r)
         self.failed = Counter(f"{PREFIX}_failed", "Delete attempts that failed", ["type"], registry=r)
         self.acked = Counter(f"{PREFIX}_acked", "Requests acknowledged, by how they ended", ["outcome"], registry=r)
-        # Every outcome exported at 0 from the start: increase() sees no rise in a series whose first
-        # sample is already 1, so the first dead letter after a restart would pass every alert on it.
+        # Every outcome and ledger type exported at 0 from the start: increase() sees no rise in a series
+        # whose first sample is already 1, so the first dead letter after a restart would pass every alert on it.
         for outcome in Outcome:
             self.acked.labels(outcome=outcome.value)
+        for ledger_type in LedgerType:
+            for by_type in (self.sent, self.deleted, self.failed):
+                by_type.labels(type=ledger_type.value)
         self.send_to_delete = Histogram(
             f"{PREFIX}_send_to_delete_seconds", "Time from a request's markedAt to the deletion of its ledger",
             buckets=SEND_TO_DELETE_BUCKETS, registry=r)
