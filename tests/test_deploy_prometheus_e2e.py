@@ -5,7 +5,8 @@ loads ``deploy/prometheus/ledger-deletion-alerts.yml`` unchanged and evaluates i
 second.  Undecodable messages sent to the deletion topic go to the DLQ; the alerts on
 the DLQ must then turn active: ``LedgerDeletionDLQGrowing`` fires (it has no ``for``) and
 ``LedgerDeletionDLQNotEmpty`` goes pending (its ``for`` is 6 hours).  Before that, with
-the daemon scraped and nothing dead-lettered, neither may be active.
+the daemon scraped and nothing dead-lettered, neither may be active. Real requests are
+deleted alongside, and every query of the Grafana dashboard then answers from the scrapes.
 
 The orphan scan's counts reach Prometheus through Debian's ``prometheus-pushgateway``
 (``scan-orphans --pushgateway``): a push that names missing ledgers fires
@@ -28,12 +29,16 @@ from pathlib import Path
 import pulsar
 import pytest
 
+from deletion_service.cluster_writer import ClusterWriter, pulsar_custom_metadata
 from deletion_service.config import DeletionConfig
 from deletion_service.embedded.broker import EmbeddedBroker, stop_pid
 from deletion_service.orphans.push import JOB, push_summary
 from deletion_service.orphans.summary import ScanSummary
 from deletion_service.topics import DeletionTopics
+from metastore import open_store
+from tests.cli_runner import run_cli
 from tests.harness import ServerProcess, free_port, wait_until
+from tests.test_deploy_grafana import dashboard_queries
 
 RULES = Path(__file__).resolve().parents[1] / "deploy" / "prometheus" / "ledger-deletion-alerts.yml"
 PROMETHEUS = shutil.which("prometheus")
@@ -41,6 +46,8 @@ PUSHGATEWAY = shutil.which("prometheus-pushgateway")
 pytestmark = pytest.mark.skipif(PROMETHEUS is None, reason="prometheus missing: scripts/test.sh installs Debian's")
 
 GARBAGE = [b"{not json", b"\xff\xfe\x00", b'{"topicName": "persistent://t/ns/x"}']
+TOPIC = "persistent://t/ns/e2e"
+LEDGERS = range(1, 4)  # deleted for real, so the latency histogram has observations
 
 
 class PrometheusServer(ServerProcess):
@@ -92,6 +99,12 @@ class PrometheusServer(ServerProcess):
 def daemon(tmp_path: Path) -> Iterator[tuple[str, str]]:
     """``ledger-deletion run`` in embedded mode: (admin host:port, the broker's service URL)."""
     data_dir, admin = tmp_path / "data", f"127.0.0.1:{free_port()}"
+    data_dir.mkdir()
+    with open_store(f"sqlite:///{data_dir / 'metadata.db'}") as store:
+        writer = ClusterWriter(store)
+        writer.ensure_layout()
+        for lid in LEDGERS:
+            writer.bk_ledger(lid, pulsar_custom_metadata(TOPIC))
     log = open(tmp_path / "daemon.log", "wb")  # noqa: SIM115 - the child's for its lifetime
     proc = subprocess.Popen([sys.executable, "-m", "deletion_service.cli.main", "run", "--data-dir", str(data_dir),
                              "--admin-address", admin], stdout=log, stderr=subprocess.STDOUT)
@@ -140,6 +153,13 @@ def test_dlq_alerts_go_off_once_messages_reach_the_dlq(daemon: tuple[str, str], 
         finally:
             client.close()
 
+        requests = tmp_path / "requests.jsonl"
+        requests.write_text("".join(json.dumps({"topicName": TOPIC, "ledgerComponent": "MANAGED_LEDGER",
+                                                "ledgerType": "LEDGER", "ledgerId": lid, "reason": "trim"}) + "\n"
+                                    for lid in LEDGERS))
+        r = run_cli("enqueue", "--from-file", str(requests), "--data-dir", str(tmp_path / "data"))
+        assert r.returncode == 0, r.stderr
+
         wait_until(lambda: prom.alert_states().get("LedgerDeletionDLQGrowing") == "firing", 30,
                    "LedgerDeletionDLQGrowing firing", interval=0.5)
         assert prom.value('pulsar_ledger_deletion_acked_total{outcome="dlq"}') == len(GARBAGE)
@@ -148,6 +168,15 @@ def test_dlq_alerts_go_off_once_messages_reach_the_dlq(daemon: tuple[str, str], 
         wait_until(lambda: prom.alert_states().get("LedgerDeletionDLQNotEmpty") == "pending", 60,
                    "LedgerDeletionDLQNotEmpty pending", interval=0.5)
         assert prom.value("pulsar_ledger_deletion_dlq_size") == len(GARBAGE)
+
+        # The dashboard's queries, as Grafana sends them, answer from what was scraped.
+        wait_until(lambda: prom.value('pulsar_ledger_deletion_deleted_total{type="LEDGER"}') == len(LEDGERS), 30,
+                   "the deletions scraped", interval=0.5)
+        for title, queries in dashboard_queries().items():
+            for query in queries:
+                assert prom.api("query?query=" + urllib.parse.quote(query))["result"], (title, query)
+        p99 = prom.value(dashboard_queries()["p99 send to delete"][0])
+        assert p99 is not None and 0 < p99 <= 60, p99
     finally:
         prom.stop()
 
