@@ -38,6 +38,7 @@ from deletion_service.topics import DeletionTopics
 from metastore import open_store
 from tests.cli_runner import run_cli
 from tests.harness import ServerProcess, free_port, wait_until
+from tests.test_daemon_cli import _answers
 from tests.test_deploy_grafana import dashboard_queries
 
 RULES = Path(__file__).resolve().parents[1] / "deploy" / "prometheus" / "ledger-deletion-alerts.yml"
@@ -121,14 +122,6 @@ def daemon(tmp_path: Path) -> Iterator[tuple[str, str]]:
         info = EmbeddedBroker(data_dir).read_info()  # the daemon stops its broker; make sure
         if info is not None and EmbeddedBroker(data_dir).is_ours_and_alive(info):
             stop_pid(info.pid)
-
-
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=1):
-            return True
-    except OSError:
-        return False
 
 
 def test_dlq_alerts_go_off_once_messages_reach_the_dlq(daemon: tuple[str, str], tmp_path: Path) -> None:
