@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import copy
+import importlib
 import logging
 import os
 import sys
+from importlib import metadata
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from deletion_service import logs
 from deletion_service.broker.interface import BrokerError
 from deletion_service.cli import options
-from deletion_service.cli.commands import config, cursor, demo, dlq, inflight, inspect, mark, run, scan_orphans
 from deletion_service.errors import EXIT_FAILURE, EXIT_USAGE, UserError
 from metastore import InvalidStoreUrl, MetadataStoreError
 
@@ -27,10 +30,81 @@ request as still in use or mismatched, or parks it in the DLQ with a reason.
 With no --metadata-store and no --broker-url everything runs embedded under
 --data-dir (SQLite metadata, a local pulsar-lite broker, filesystem offload).
 Common options may be given before or after the subcommand.
+
+Store URLs: `zk://host:port[,host:port][/chroot]` or `sqlite:///path/metadata.db`.
+Broker: `pulsar://host:6650`; admin REST: `http://host:8080`.
+
+Environment (below flags, above --config): `LEDGER_DELETION_METADATA_STORE`,
+`LEDGER_DELETION_BOOKKEEPER_METADATA_STORE`, `LEDGER_DELETION_BROKER_URL`,
+`LEDGER_DELETION_WEB_SERVICE_URL`, `LEDGER_DELETION_DATA_DIR`, and every
+config key as `LEDGER_DELETION_<UPPER_SNAKE>` (see `config show`).
 """
 
+#: Rich help panel of the common options, repeated in every subcommand's --help.
+COMMON_PANEL = "Common options (before or after the subcommand)"
+
+#: Command name → the module under ``deletion_service.cli.commands`` that registers it, in
+#: the order ``--help`` lists them.  A command's module is imported only when that command
+#: runs (or for ``--help``): ``dlq list`` must not pay for FastAPI, the demo or Spark.
+LAZY_COMMANDS = {
+    "run": "run", "demo": "demo", "enqueue": "mark", "trim": "mark", "inflight": "inflight", "dlq": "dlq",
+    "config": "config", "scan-orphans": "scan_orphans", "inspect": "inspect", "cursor": "cursor",
+}
+
+
+class LazyGroup(TyperGroup):
+    """The root group: loads a subcommand's module on first use (click's lazy-group pattern),
+    and shows the root's common options in every subcommand's ``--help``, since
+    :func:`options.hoist_common_options` lets operators write them after the subcommand."""
+
+    def list_commands(self, ctx: typer.Context) -> list[str]:
+        return list(LAZY_COMMANDS)
+
+    def get_command(self, ctx: typer.Context, cmd_name: str) -> TyperCommand | TyperGroup | None:
+        if cmd_name not in self.commands and cmd_name in LAZY_COMMANDS:
+            module = importlib.import_module(f"deletion_service.cli.commands.{LAZY_COMMANDS[cmd_name]}")
+            holder = typer.Typer(rich_markup_mode="markdown", add_completion=False, pretty_exceptions_enable=False)
+            module.register(holder)
+            for name, command in typer.main.get_group(holder).commands.items():
+                _show_common_options(command, self.params)
+                self.commands[name] = command
+        return self.commands.get(cmd_name)  # type: ignore[return-value]
+
+
+def _show_common_options(command: TyperCommand | TyperGroup, common: list) -> None:
+    """Append copies of the common options to ``command`` (and its subcommands) for --help only:
+    hoisting moves them in front of the subcommand before click parses, so these copies never
+    receive a value (``expose_value=False``; no env var read twice)."""
+    if isinstance(command, TyperGroup):
+        for sub in command.commands.values():
+            _show_common_options(sub, common)
+        return
+    for param in common:
+        if isinstance(param, TyperOption) and not param.is_eager:
+            shown = copy.copy(param)
+            shown.expose_value = False
+            shown.envvar = None
+            shown.default = None
+            shown.show_default = False
+            shown.rich_help_panel = COMMON_PANEL  # type: ignore[attr-defined]
+            command.params.append(shown)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"ledger-deletion {_version()}")
+        raise typer.Exit()
+
+
+def _version() -> str:
+    try:
+        return metadata.version("ledger-deletion")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 app = typer.Typer(
-    name="ledger-deletion", help=HELP, no_args_is_help=True, add_completion=False,
+    name="ledger-deletion", help=HELP, no_args_is_help=True, add_completion=False, cls=LazyGroup,
     pretty_exceptions_enable=False, rich_markup_mode="markdown",
 )
 
@@ -39,25 +113,29 @@ app = typer.Typer(
 def root(
     ctx: typer.Context,
     metadata_store: Annotated[str | None, typer.Option(
-        help="zk://host:port[,host:port][/chroot] or sqlite:///path; default: embedded SQLite in --data-dir",
-        envvar="LEDGER_DELETION_METADATA_STORE")] = None,
+        metavar="URL", help="a zk:// or sqlite:/// URL; default: SQLite in --data-dir",
+        envvar="LEDGER_DELETION_METADATA_STORE", show_envvar=False)] = None,
     bookkeeper_metadata_store: Annotated[str | None, typer.Option(
-        help="where BookKeeper's ledger metadata lives; default: the --metadata-store",
-        envvar="LEDGER_DELETION_BOOKKEEPER_METADATA_STORE")] = None,
+        metavar="URL", help="where BookKeeper's ledger metadata lives; default: --metadata-store",
+        envvar="LEDGER_DELETION_BOOKKEEPER_METADATA_STORE", show_envvar=False)] = None,
     broker_url: Annotated[str | None, typer.Option(
-        help="pulsar://host:6650; default: the embedded broker", envvar="LEDGER_DELETION_BROKER_URL")] = None,
+        metavar="URL", help="the broker's service URL; default: the embedded broker",
+        envvar="LEDGER_DELETION_BROKER_URL", show_envvar=False)] = None,
     web_service_url: Annotated[str | None, typer.Option(
-        help="http://broker:8080, for backlog stats on a real cluster",
-        envvar="LEDGER_DELETION_WEB_SERVICE_URL")] = None,
-    data_dir: Annotated[Path, typer.Option(help="where the embedded mode keeps its state")] = (
-        options.DEFAULT_DATA_DIR),
-    config: Annotated[Path | None, typer.Option(help="TOML config file (camelCase keys as in Pulsar)")] = None,
+        metavar="URL", help="the brokers' admin REST, for backlog stats on a cluster",
+        envvar="LEDGER_DELETION_WEB_SERVICE_URL", show_envvar=False)] = None,
+    data_dir: Annotated[Path, typer.Option(
+        metavar="DIR", help="where the embedded mode keeps its state", envvar="LEDGER_DELETION_DATA_DIR",
+        show_envvar=False)] = options.DEFAULT_DATA_DIR,
+    config: Annotated[Path | None, typer.Option(
+        metavar="FILE", help="TOML config file (camelCase keys as in Pulsar)")] = None,
     settings: Annotated[list[str] | None, typer.Option(
         "--set", metavar="KEY=VALUE",
-        help="override one config key, e.g. --set twoPhaseDeletionMaxRetryDeleteCount=3 (repeatable; "
-             "beats env and file)")] = None,
+        help="override one config key, e.g. --set minLedgerAgeSeconds=60 (repeatable; beats env and file)")] = None,
     json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
     debug: Annotated[bool, typer.Option("--debug", help="show tracebacks and debug logs")] = False,
+    version: Annotated[bool, typer.Option(
+        "--version", help="print the version and exit", is_eager=True, callback=_print_version)] = False,
 ) -> None:
     ctx.obj = options.CommonOptions(
         metadata_store=metadata_store, bookkeeper_metadata_store=bookkeeper_metadata_store,
@@ -65,12 +143,6 @@ def root(
         settings=tuple(settings or ()),
         json=json, debug=debug,
     )
-
-
-#: In the order ``--help`` lists them.
-COMMANDS = (run, demo, mark, inflight, dlq, config, scan_orphans, inspect, cursor)
-for command in COMMANDS:
-    command.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:
