@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from deletion_service.broker.interface import BrokerError
 from deletion_service.delete_phase.worker import DeletePhaseWorker
-from deletion_service.errors import EXIT_NOT_IDLE, EXIT_OK
+from deletion_service.embedded.supervisor import BrokerSupervisor
+from deletion_service.errors import EXIT_FAILURE, EXIT_NOT_IDLE, EXIT_OK
 from deletion_service.inflight import BacklogSource, dlq_size, estimated_inflight
 from deletion_service.service import LedgerDeletionService
 
@@ -39,8 +40,10 @@ class Daemon:
         backlog: BacklogSource,
         metrics_refresh_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
+        supervisor: BrokerSupervisor | None = None,
     ) -> None:
         self.service = service
+        self.supervisor = supervisor
         self.backlog = backlog
         self.metrics_refresh_s = metrics_refresh_s
         self.clock = clock
@@ -103,6 +106,8 @@ class Daemon:
         deadline = None if max_wait_s is None else self.clock() + max_wait_s
         last = IdleState(False)
         while not self.stop_event.is_set():
+            if self.supervisor is not None and not self.supervisor.check():
+                return EXIT_FAILURE
             if exit_when_idle:
                 last = self.idle_state()
                 if last.idle:
@@ -113,6 +118,10 @@ class Daemon:
                 return EXIT_NOT_IDLE
             self.stop_event.wait(poll_s)
         return EXIT_OK
+
+    def liveness(self) -> str | None:
+        """``/healthz``: None while this daemon can do its work, else why not (then it is exiting)."""
+        return self.supervisor.failure if self.supervisor is not None else None
 
     def stop(self) -> None:
         """Finish the batch in hand, then return everything else to the subscription."""

@@ -102,8 +102,11 @@ def _add_health_routes(app: FastAPI, deps: AdminDeps) -> None:
     """Liveness, readiness and ``/metrics``: the probes a supervisor and Prometheus poll."""
 
     @app.get("/healthz", response_model=Answer, **text.HEALTHZ)
-    def healthz() -> dict[str, str]:
-        return {"outcome": "ok", "reason": "process alive"}
+    def healthz() -> JSONResponse:
+        dead = deps.liveness()
+        if dead is not None:
+            return JSONResponse({"outcome": "unavailable", "reason": dead}, status_code=503)
+        return JSONResponse({"outcome": "ok", "reason": "process alive"})
 
     @app.get("/readyz", response_model=ReadyAnswer, **text.READYZ)
     def readyz() -> JSONResponse:

@@ -37,6 +37,8 @@ class AdminDeps:
     registries: Sequence[CollectorRegistry] = field(default_factory=list)
     #: how long a DLQ listing waits for one more message before it decides the queue is drained
     dlq_wait_s: float = 1.0
+    #: ``/healthz``: None while the daemon can work, else why not (its embedded broker is gone for good)
+    liveness: Callable[[], str | None] = lambda: None
 
     @classmethod
     def unwired(cls) -> AdminDeps:

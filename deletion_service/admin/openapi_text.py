@@ -47,8 +47,11 @@ def documented_answer(description: str, headers: dict[str, Any] | None = None) -
 
 HEALTHZ: dict[str, Any] = {
     "tags": ["health"],
-    "summary": "Liveness: the process answers",
-    "description": "Always 200 while the process runs; checks no dependency (that is `/readyz`).",
+    "summary": "Liveness: the process can do its work",
+    "description": "200 while the process runs and looks after its embedded broker; 503 once that broker "
+                   "died and could not be restarted (the daemon is then exiting, for its supervisor to restart "
+                   "it). Checks no external dependency: that is `/readyz`.",
+    "responses": {503: {"model": Answer, "description": "the embedded broker is gone for good; `reason` says why"}},
 }
 
 READYZ: dict[str, Any] = {

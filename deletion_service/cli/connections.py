@@ -84,6 +84,9 @@ def connect_broker(opts: CommonOptions, config: DeletionConfig, topics: Deletion
         embedded = EmbeddedBroker(opts.data_dir)
         if request_topics:  # before starting anything: a refusal leaves a running broker alone
             check_partitions(topics, embedded)
+        if own_broker:  # one daemon per data dir: a second is refused here, naming the first's pid
+            embedded.claim("a ledger-deletion daemon (run or demo)")
+            stack.callback(embedded.daemon_lock.release)
         url = (embedded.replace() if own_broker else embedded.ensure()).serviceUrl
         known = embedded.subscription_known
         stack.callback(embedded.stop)

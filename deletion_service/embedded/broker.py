@@ -6,6 +6,13 @@ so we always write our own TOML with loopback addresses on free ports.  A
 reuse a running broker instead of starting a second one on the same data —
 but only when the pid is alive, its command line names this data dir and its
 port answers; a stale pid of ours is killed and replaced.
+
+Finding or starting happens under ``broker/broker.lock`` (:mod:`.lock`), so two
+commands never start two brokers on one database.  ``broker.json`` is written
+as soon as the process exists, and every broker of this data dir is also found
+by its command line in ``/proc``: one left by a command killed before it could
+write anything is still found, and reused or stopped, never doubled or leaked.
+While a daemon holds ``daemon.lock``, other commands never stop its broker.
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from deletion_service.errors import UserError
+
+from .lock import BROKER_LOCK, DAEMON_LOCK, DataDirLock
 
 
 @dataclass(frozen=True)
@@ -127,6 +136,23 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+def pids_serving(db_path: Path) -> list[int]:
+    """Every live pulsar-lite whose command line names ``db_path`` (found even without broker.json)."""
+    wanted = ["--db-path", str(db_path)]
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            args = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if args and Path(args[0]).name == "pulsar-lite" and any(
+                args[i:i + 2] == wanted for i in range(len(args) - 1)) and alive(int(entry.name)):
+            found.append(int(entry.name))
+    return sorted(found)
+
+
 class EmbeddedBroker:
     """Find or start the broker of one data dir."""
 
@@ -136,6 +162,28 @@ class EmbeddedBroker:
         self.info_path = self.broker_dir / "broker.json"
         self.owned = False  # True when this object started the process
         self.info: BrokerInfo | None = None
+        self.broker_lock = DataDirLock(self.broker_dir / BROKER_LOCK)
+        self.daemon_lock = DataDirLock(self.data_dir / DAEMON_LOCK)
+
+    @property
+    def db_path(self) -> Path:
+        return self.broker_dir / "db"
+
+    def claim(self, what: str) -> None:
+        """For run/demo: this data dir is ours until we exit; a second one is refused, naming our pid."""
+        self.daemon_lock.acquire(what)
+
+    def _daemon_elsewhere(self) -> str | None:
+        """The pid of a daemon that owns this data dir's broker, if one runs (and it is not us)."""
+        if self.daemon_lock._fd is not None:
+            return None
+        probe = DataDirLock(self.daemon_lock.path)
+        try:
+            probe.acquire("a daemon")
+        except UserError:
+            return probe.holder()
+        probe.release()
+        return None
 
     def read_info(self) -> BrokerInfo | None:
         try:
@@ -148,23 +196,37 @@ class EmbeddedBroker:
 
     def ensure(self) -> BrokerInfo:
         """Reuse the running broker of this data dir, or replace a stale one with a fresh start."""
-        info = self.read_info()
-        if info is not None:
-            if self.is_ours_and_alive(info) and port_answers(info.port):
+        with self.broker_lock.hold():
+            info = self.read_info()
+            if info is not None and self.is_ours_and_alive(info) and port_answers(info.port):
                 self.info = info
                 return info
-            if self.is_ours_and_alive(info):
-                stop_pid(info.pid)  # alive but not answering: ours, so ours to replace
-        return self.start()
+            daemon = self._daemon_elsewhere()
+            if daemon is not None:  # its broker is its own to restart: never start a second beside it
+                raise UserError(f"the daemon (pid {daemon}) on data dir {self.data_dir} has no answering broker "
+                                "right now (it restarts it); try again in a few seconds")
+            for pid in pids_serving(self.db_path):
+                stop_pid(pid)  # left by a killed command: ours (its command line names our database)
+            return self._start_locked()
 
     def replace(self) -> BrokerInfo:
         """For the commands that own the broker (run, demo): a broker left running by a
-        killed daemon is stopped (it is ours: its command line names this data dir) and
-        a fresh one started, so its lifetime is this command's."""
-        info = self.read_info()
-        if info is not None and self.is_ours_and_alive(info):
-            stop_pid(info.pid)
-        return self.start()
+        killed command is stopped (it is ours: its command line names this data dir's
+        database) and a fresh one started, so its lifetime is this command's."""
+        with self.broker_lock.hold():
+            for pid in pids_serving(self.db_path):
+                stop_pid(pid)
+            return self._start_locked()
+
+    def restart(self) -> BrokerInfo:
+        """The owner's broker died: start it again on the same ports, so clients reconnect to the same URL."""
+        assert self.info is not None and self.owned
+        old = self.info
+        metrics_port = int(old.metricsUrl.rsplit(":", 1)[1].split("/", 1)[0])
+        with self.broker_lock.hold():
+            for pid in pids_serving(self.db_path):
+                stop_pid(pid)
+            return self._start_locked(old.port, metrics_port)
 
     def _make_broker_dir(self) -> None:
         try:
@@ -173,14 +235,22 @@ class EmbeddedBroker:
             raise UserError(f"cannot create {self.broker_dir}: permission denied; choose another --data-dir") from e
 
     def start(self) -> BrokerInfo:
+        with self.broker_lock.hold():
+            return self._start_locked()
+
+    def _start_locked(self, port: int | None = None, metrics_port: int | None = None) -> BrokerInfo:
         self._make_broker_dir()
-        port, metrics_port = free_port(), free_port()
+        port, metrics_port = port or free_port(), metrics_port or free_port()
         proc = spawn(self.broker_dir, port, metrics_port)
-        wait_ready(proc, port, metrics_port, self.broker_dir / "broker.log")
         info = BrokerInfo(proc.pid, f"pulsar://127.0.0.1:{port}", f"http://127.0.0.1:{metrics_port}/metrics")
-        self.info_path.write_text(json.dumps(asdict(info)) + "\n")
+        self.info_path.write_text(json.dumps(asdict(info)) + "\n")  # before it answers: a kill now leaves a trace
         self.owned, self.info = True, info
+        wait_ready(proc, port, metrics_port, self.broker_dir / "broker.log")
         return info
+
+    def process_alive(self) -> bool:
+        """The broker this object started still runs (the supervisor's question)."""
+        return self.info is not None and alive(self.info.pid)
 
     # pulsar-lite refuses a second process's consumer on a subscription a live daemon
     # consumes, so "create the subscription by subscribing" cannot work from a CLI call

@@ -14,6 +14,7 @@ from deletion_service.cli import options, settings
 from deletion_service.cli.admin_wiring import start_admin
 from deletion_service.cli.command_environment import open_environment
 from deletion_service.daemon import Daemon
+from deletion_service.embedded.supervisor import BrokerSupervisor
 from deletion_service.errors import UsageError
 from deletion_service.inflight import NoBacklog
 from deletion_service.service import LedgerDeletionService
@@ -53,8 +54,9 @@ def register(app: typer.Typer) -> None:
             if exit_when_idle and isinstance(env.backlog, NoBacklog):
                 raise UsageError("--exit-when-idle on a cluster needs --web-service-url to read the backlog")
             service = LedgerDeletionService(cfg, env.store, env.broker, env.bk_store, env.offload, dry_run=dry_run)
-            daemon = Daemon(service, env.backlog)
-            admin = start_admin(env, service, admin_address)
+            supervisor = BrokerSupervisor(env.embedded) if env.embedded is not None and env.embedded.owned else None
+            daemon = Daemon(service, env.backlog, supervisor=supervisor)
+            admin = start_admin(env, service, admin_address, daemon.liveness)
             previous = {sig: signal.signal(sig, lambda *_: daemon.stop_event.set())
                         for sig in (signal.SIGTERM, signal.SIGINT)}
             try:

@@ -1,0 +1,87 @@
+"""Locks on a data dir: one daemon per data dir, and one "find or start the broker" at a time.
+
+Why two: ``run`` and ``demo`` own the embedded broker for their whole life, so
+a second one on the same data dir must be refused (it used to stop the first
+one's broker, and the first never noticed).  Every other command only needs
+the broker for a moment, and must never start a second broker beside a live
+one: "find or start" is a short critical section that all of them share.
+
+``flock`` locks belong to an open file description, so the kernel drops them
+when the holder dies, SIGKILL included: a lock is never stale.  The holder's
+pid is written into the file only so the refusal can name it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from deletion_service.errors import UserError
+
+DAEMON_LOCK = "daemon.lock"
+BROKER_LOCK = "broker.lock"
+
+
+class DataDirLock:
+    """An exclusive ``flock`` on ``path``, taken without waiting (``acquire``) or waiting (``hold``)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._fd: int | None = None
+
+    def holder(self) -> str:
+        """The pid written by whoever holds it (``"unknown"`` if it cannot be read)."""
+        try:
+            return self.path.read_text().strip() or "unknown"
+        except OSError:
+            return "unknown"
+
+    def acquire(self, what: str) -> None:
+        """Take the lock now or refuse in one line naming the holder's pid."""
+        fd = self._open()
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise UserError(f"{what} already runs on data dir {self.path.parent} (pid {self.holder()}); "
+                                "stop it first, or choose another --data-dir") from None
+            raise
+        self._own(fd)
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        """Wait for the lock (another command's find-or-start takes seconds at most)."""
+        fd = self._open()
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        self._own(fd)
+        try:
+            yield
+        finally:
+            self.release()
+
+    def release(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, 0)
+            os.close(self._fd)  # closing drops the flock
+            self._fd = None
+
+    def _open(self) -> int:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except PermissionError as e:
+            raise UserError(f"cannot create {self.path}: permission denied; choose another --data-dir") from e
+
+    def _own(self, fd: int) -> None:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+
+    def __del__(self) -> None:  # a forgotten lock is dropped with its object, as with a file
+        self.release()

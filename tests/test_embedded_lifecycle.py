@@ -1,0 +1,123 @@
+"""The embedded broker's lifecycle with real processes: one daemon per data dir, no leaked or
+doubled brokers after SIGKILLs, and a daemon that restarts its killed broker (or exits loudly)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from deletion_service.embedded.broker import EmbeddedBroker, alive, pids_serving, stop_pid
+from tests.cli_runner import run_cli
+from tests.harness import free_port, wait_until
+from tests.test_daemon_cli import _answers, _start_daemon, present, request_file, seed
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path):  # noqa: ANN201
+    d = tmp_path / "data"
+    yield d
+    for pid in pids_serving(d.absolute() / "broker" / "db"):  # whatever a failed test left: ours to stop
+        stop_pid(pid)
+
+
+def _daemon_up(data_dir: Path, *extra: str) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    proc = _start_daemon(data_dir, *extra, port=port)
+    wait_until(lambda: _answers(f"http://127.0.0.1:{port}/healthz"), 60, "the daemon's admin API", proc=proc)
+    # subscribed: run notes its subscriptions once its consumers are up (the API answers before that)
+    wait_until(lambda: (data_dir / "broker" / "subscriptions.json").exists(), 60, "the daemon's consumers",
+               proc=proc)
+    return proc, port
+
+
+def _stop(proc: subprocess.Popen) -> tuple[str, str]:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    return proc.communicate(timeout=60)
+
+
+def test_a_second_daemon_on_the_same_data_dir_is_refused_naming_the_first(data_dir: Path) -> None:
+    first, _ = _daemon_up(data_dir)
+    try:
+        broker = EmbeddedBroker(data_dir).read_info()
+        r = run_cli("run", "--data-dir", str(data_dir), "--admin-address", f"127.0.0.1:{free_port()}", timeout=60)
+        r.assert_one_line_error(1, f"pid {first.pid}", "already runs on data dir", "--data-dir")
+        assert broker is not None and alive(broker.pid), "the refused daemon left the first one's broker alone"
+        assert first.poll() is None
+        demo = run_cli("demo", "--data-dir", str(data_dir), timeout=60)
+        demo.assert_one_line_error(1, f"pid {first.pid}")
+    finally:
+        _, err = _stop(first)
+    assert first.returncode == 0, err
+
+
+def test_a_broker_a_killed_daemon_left_is_found_without_broker_json(data_dir: Path) -> None:
+    proc, _ = _daemon_up(data_dir)
+    db = data_dir.absolute() / "broker" / "db"
+    [leftover] = pids_serving(db)
+    proc.kill()
+    proc.wait(10)
+    (data_dir / "broker" / "broker.json").unlink()  # as if killed before it was written
+    assert pids_serving(db) == [leftover], "the broker outlives a SIGKILLed daemon"
+    r = run_cli("run", "--exit-when-idle", "--max-wait", "30", "--data-dir", str(data_dir),
+                "--admin-address", f"127.0.0.1:{free_port()}", timeout=90)
+    assert r.returncode == 0, r.stderr
+    assert not alive(leftover) and pids_serving(db) == []  # replaced, then stopped: nothing doubled or leaked
+
+
+def test_the_daemon_restarts_its_killed_broker_and_keeps_deleting(data_dir: Path, tmp_path: Path) -> None:
+    data_dir.mkdir()
+    url = f"sqlite:///{data_dir / 'metadata.db'}"
+    ids = range(1, 21)
+    seed(url, ids)
+    proc, port = _daemon_up(data_dir)
+    db = data_dir.absolute() / "broker" / "db"
+    try:
+        old = EmbeddedBroker(data_dir).read_info()
+        assert old is not None
+        os.kill(old.pid, signal.SIGKILL)
+        broker = EmbeddedBroker(data_dir)
+        wait_until(lambda: (i := broker.read_info()) is not None and i.pid != old.pid and alive(i.pid), 60,
+                   "the daemon to restart its broker", proc=proc)
+        new = broker.read_info()
+        assert new is not None and new.serviceUrl == old.serviceUrl  # same URL: the client reconnects
+        assert _answers(f"http://127.0.0.1:{port}/healthz")
+        r = run_cli("enqueue", "--from-file", str(request_file(tmp_path / "r.jsonl", ids)),
+                    "--data-dir", str(data_dir), timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert pids_serving(db) == [new.pid], "enqueue used the restarted broker, never a second one"
+        wait_until(lambda: present(url, ids) == [], 60, "the daemon to delete after the restart", proc=proc)
+    except BaseException:
+        print(_stop(proc)[1])  # the daemon's log: why it did not come back
+        raise
+    _, err = _stop(proc)
+    assert "embedded broker" in err and "restarting it" in err
+    assert proc.returncode == 0, err
+
+
+def test_a_broker_that_cannot_come_back_makes_the_daemon_exit_with_an_error(data_dir: Path) -> None:
+    """The broker's port is taken while it is down (a fault the real broker cannot produce on its
+    own), so every restart fails: the daemon must not linger half alive."""
+    proc, _ = _daemon_up(data_dir)
+    info = EmbeddedBroker(data_dir).read_info()
+    assert info is not None
+    squatter = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        os.kill(info.pid, signal.SIGKILL)
+        wait_until(lambda: not alive(info.pid), 10, "the broker to die")
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        squatter.bind(("127.0.0.1", info.port))
+        squatter.listen()
+        _, err = proc.communicate(timeout=90)
+    finally:
+        squatter.close()
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, err
+    assert "exiting so that this daemon's supervisor restarts it" in err
+    assert "Traceback" not in err
