@@ -8,8 +8,10 @@ from metastore.interface import MetadataStore
 from metastore.url import SqliteUrl, parse_store_url
 
 
-def open_store(url: str, digest_file: Path | None = None, connect_timeout_s: float = 5.0) -> MetadataStore:
-    """Connect to the store named by ``url``; errors are operator-readable.
+def open_store(url: str, digest_file: Path | None = None, connect_timeout_s: float = 5.0,
+               create: bool = True) -> MetadataStore:
+    """Connect to the store named by ``url``; errors are operator-readable.  ``create`` False:
+    an embedded (SQLite) store that does not exist is an error, not created empty.
 
     Raises :class:`metastore.url.InvalidStoreUrl` for a malformed URL and
     :class:`metastore.interface.MetadataStoreUnavailable` when it cannot be reached.
@@ -18,7 +20,7 @@ def open_store(url: str, digest_file: Path | None = None, connect_timeout_s: flo
     if isinstance(parsed, SqliteUrl):
         from metastore.sqlite_store import SqliteMetadataStore
 
-        return SqliteMetadataStore(parsed.path)
+        return SqliteMetadataStore(parsed.path, create=create)
     from metastore.zookeeper_store import ZooKeeperMetadataStore
 
     return ZooKeeperMetadataStore(parsed, digest_file=digest_file, connect_timeout_s=connect_timeout_s)

@@ -49,10 +49,16 @@ CREATE INDEX IF NOT EXISTS nodes_parent ON nodes(parent);
 
 
 class SqliteMetadataStore(MetadataStore):
-    def __init__(self, path: Path, busy_timeout_s: float = 30.0) -> None:
+    def __init__(self, path: Path, busy_timeout_s: float = 30.0, create: bool = True) -> None:
+        """``create`` False: a missing file is an error.  Read-only commands pass it, so a
+        mistyped path fails instead of leaving an empty database that answers "no node"."""
         self.path = Path(path)
+        if not create and not self.path.is_file():
+            raise MetadataStoreUnavailable(f"no SQLite metadata store at {self.path}: check the path "
+                                           "(read-only commands never create one)")
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if create:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
             # One connection per store object, shared by threads under a lock:
             # sqlite3 connections are not safe for concurrent use.
             self._conn = sqlite3.connect(

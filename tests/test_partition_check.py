@@ -79,7 +79,7 @@ def requests_in(service_url: str, topics: list[str]) -> dict[str, list[int]]:
 EMBEDDED_COMMANDS = {
     "enqueue": ["enqueue", "--topic", TOPIC, "--ledger-id", "3"],  # 3 % 4 = partition 3: never read by the daemon
     "trim": ["trim", "--topic", TOPIC, "--offline"],
-    "dlq-requeue": ["dlq", "requeue"],
+    "dlq-requeue": ["dlq", "requeue", "--all"],
     "inflight": ["inflight"],
     "run": ["run", "--exit-when-idle", "--max-wait", "5", "--admin-address", "127.0.0.1:{port}"],
     "demo": ["demo"],
@@ -131,7 +131,7 @@ def test_an_unreadable_partition_record_is_refused_not_rewritten(data_dir: Path)
     [
         ["enqueue", "--topic", TOPIC, "--ledger-id", "3"],
         ["trim", "--topic", TOPIC, "--offline"],
-        ["dlq", "requeue"],
+        ["dlq", "requeue", "--all"],
         ["inflight"],
     ],
     ids=["enqueue", "trim", "dlq-requeue", "inflight"],

@@ -86,9 +86,10 @@ INFLIGHT: dict[str, Any] = {
 DLQ: dict[str, Any] = {
     "tags": ["ledger-deletion"],
     "summary": "List the dead-letter queue (without acknowledging)",
-    "description": "The requests parked in the DLQ, oldest first, read through subscription "
-                   "`ledger-deletion-dlq` without acknowledging them: listing changes nothing. Waits about a "
-                   "second for the queue to drain, so expect that latency.",
+    "description": "The requests parked in the DLQ, oldest first, read with a reader (no subscription): "
+                   "listing acknowledges nothing and holds nothing back, so concurrent listings (and "
+                   "`ledger-deletion dlq list`) all see every parked request. `messageId` is `LEDGER:ENTRY`, "
+                   "as `dlq purge` and `dlq requeue` take it.",
     "responses": {400: documented_answer("`limit` is not an integer in range"),
                   503: documented_answer("the broker is unreachable", RETRY_AFTER_REQUIRED)},
 }

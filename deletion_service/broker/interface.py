@@ -18,6 +18,32 @@ class BrokerError(Exception):
     """The broker could not be reached or refused an operation: transient for the protocol."""
 
 
+def display_message_id(message_id: str) -> str:
+    """A message id as operators read and type it: ``L:E`` (Pulsar's ``ledgerId:entryId``), with
+    ``:P`` for a partition and ``:P:B`` for a batch index only when there is one.  Accepts the
+    client's text form ``(L,E,P,B)``; anything else is returned as it is."""
+    parts = message_id.strip("()").split(",")
+    if len(parts) != 4 or not all(p.lstrip("-").isdigit() for p in parts):
+        return message_id
+    ledger, entry, partition, batch = parts
+    if batch != "-1":
+        return f"{ledger}:{entry}:{partition}:{batch}"
+    return f"{ledger}:{entry}" + (f":{partition}" if partition != "-1" else "")
+
+
+def parse_message_id(text: str) -> tuple[int, int, int, int]:
+    """(ledger, entry, partition, batch index) from ``L:E[:P[:B]]`` or the client's ``(L,E,P,B)``;
+    ``ValueError`` names the expected form."""
+    parts = text.strip("()").replace(",", ":").split(":")
+    try:
+        numbers = [int(p) for p in parts]
+    except ValueError:
+        numbers = []
+    if not 2 <= len(numbers) <= 4:
+        raise ValueError(f"message id {text!r} is not LEDGER:ENTRY (as 'dlq list' prints it)")
+    return (*numbers, *([-1] * (4 - len(numbers))))  # type: ignore[return-value]
+
+
 @dataclass
 class Received:
     """One received message; ``handle`` is the client's own object, used to ack."""
@@ -99,6 +125,17 @@ class BrokerClient(abc.ABC):
         (measured on pulsar-client: about twice the messages per second, the handoffs between
         threads costing more than the round trips they overlap).  The default goes producer by producer."""
         return [producer.send_many(messages) for producer, messages in batches]
+
+    def read_all(self, topic: str) -> list[Received]:
+        """Every message stored on ``topic`` now, oldest first, read without any subscription: nothing
+        is acked, nothing is held from other readers or consumers (a Pulsar Reader).  Messages that
+        arrive while reading are not waited for.  Not abstract: a client without readers says so."""
+        raise BrokerError(f"{type(self).__name__} cannot read {topic} without consuming it")
+
+    def acknowledge(self, topic: str, subscription: str, message_ids: Sequence[str]) -> None:
+        """Ack these messages (ids as :func:`display_message_id` or ``Received.message_id`` spell
+        them) on ``subscription`` without receiving them, so nothing else is taken from it."""
+        raise BrokerError(f"{type(self).__name__} cannot acknowledge messages by id")
 
     @abc.abstractmethod
     def partitions(self, topic: str) -> int:

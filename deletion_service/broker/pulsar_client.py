@@ -15,7 +15,15 @@ from typing import Any
 
 import pulsar
 
-from deletion_service.broker.interface import BrokerClient, BrokerError, Consumer, Outgoing, Producer, Received
+from deletion_service.broker.interface import (
+    BrokerClient,
+    BrokerError,
+    Consumer,
+    Outgoing,
+    Producer,
+    Received,
+    parse_message_id,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -180,6 +188,41 @@ class _Producer(Producer):
             _log.debug("closing producer for %s: %s", self._topic, e)
 
 
+def _received(msg: pulsar.Message) -> Received:
+    return Received(
+        data=msg.data(), properties=dict(msg.properties()), topic=msg.topic_name(),
+        message_id=str(msg.message_id()), publish_time_ms=msg.publish_timestamp(), handle=msg,
+    )
+
+
+#: How long a reader waits for the next message it was told is available.
+READ_NEXT_MS = 5000
+#: How long a reader waits on a topic whose broker could not say whether anything is there
+#: (pulsar-lite cannot answer for a topic never written): enough for a stored message to arrive.
+NEVER_WRITTEN_PROBE_MS = 200
+
+
+def _read_stored(reader: pulsar.Reader) -> list[Received]:
+    """Until the broker says nothing more is stored (``has_message_available``, which bounds the
+    read at the last message id it had when asked).  pulsar-lite raises on a never-written topic:
+    then a short probe decides, and an empty topic answers with a timeout."""
+    out: list[Received] = []
+    try:
+        while reader.has_message_available():
+            out.append(_received(reader.read_next(READ_NEXT_MS)))
+        return out
+    except pulsar.Timeout as e:
+        raise BrokerError(f"a stored message did not arrive within {READ_NEXT_MS} ms") from e
+    except pulsar.PulsarException:
+        if out:
+            raise
+    while True:
+        try:
+            out.append(_received(reader.read_next(NEVER_WRITTEN_PROBE_MS)))
+        except pulsar.Timeout:
+            return out
+
+
 class _Consumer(Consumer):
     def __init__(self, consumer: pulsar.Consumer) -> None:
         self._consumer = consumer
@@ -191,10 +234,7 @@ class _Consumer(Consumer):
             return None
         except pulsar.PulsarException as e:
             raise BrokerError(f"receive failed: {e}") from e
-        return Received(
-            data=msg.data(), properties=dict(msg.properties()), topic=msg.topic_name(),
-            message_id=str(msg.message_id()), publish_time_ms=msg.publish_timestamp(), handle=msg,
-        )
+        return _received(msg)
 
     def ack(self, message: Received) -> None:
         try:
@@ -207,6 +247,12 @@ class _Consumer(Consumer):
             self._consumer.close()
         except pulsar.PulsarException as e:
             _log.debug("closing consumer: %s", e)
+
+
+def _client_order(parsed: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+    """``pulsar.MessageId``'s argument order (partition, ledger, entry, batch index)."""
+    ledger, entry, partition, batch = parsed
+    return partition, ledger, entry, batch
 
 
 class PulsarBrokerClient(BrokerClient):
@@ -287,6 +333,47 @@ class PulsarBrokerClient(BrokerClient):
             if not isinstance(producer, _Producer):
                 results[k] = producer.send_many(messages)
         return results
+
+    def read_all(self, topic: str) -> list[Received]:
+        """A Reader from the earliest message: its own non-durable cursor, so listing takes
+        nothing from the subscription's consumers and two listings see the same messages."""
+        try:
+            reader = self._client.create_reader(topic, pulsar.MessageId.earliest)
+        except pulsar.PulsarException as e:
+            raise self._error(f"cannot read {topic}", e) from e
+        try:
+            return _read_stored(reader)
+        except pulsar.PulsarException as e:
+            raise self._error(f"reading {topic} failed", e) from e
+        finally:
+            try:
+                reader.close()
+            except pulsar.PulsarException as e:
+                _log.debug("closing reader on %s: %s", topic, e)
+
+    def acknowledge(self, topic: str, subscription: str, message_ids: Sequence[str]) -> None:
+        """Through a zero-queue consumer: it is dispatched nothing, so it holds nothing back from
+        other consumers; an ack names a position, which the broker applies whoever holds it."""
+        try:
+            ids = [pulsar.MessageId(*_client_order(parse_message_id(text))) for text in message_ids]
+        except ValueError as e:
+            raise BrokerError(str(e)) from e
+        try:
+            consumer = self._client.subscribe(topic, subscription, consumer_type=pulsar.ConsumerType.Shared,
+                                              initial_position=pulsar.InitialPosition.Earliest,
+                                              receiver_queue_size=0)
+        except pulsar.PulsarException as e:
+            raise self._error(f"cannot subscribe {subscription} on {topic} to acknowledge", e) from e
+        try:
+            for message_id in ids:
+                consumer.acknowledge(message_id)
+        except pulsar.PulsarException as e:
+            raise self._error(f"acknowledging on {topic} failed", e) from e
+        finally:
+            try:
+                consumer.close()
+            except pulsar.PulsarException as e:
+                _log.debug("closing consumer on %s: %s", topic, e)
 
     def partitions(self, topic: str) -> int:
         try:

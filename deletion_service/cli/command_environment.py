@@ -52,26 +52,29 @@ class CommandEnvironment:
 
 
 def open_environment(opts: CommonOptions, config: DeletionConfig, own_broker: bool = False,
-                     check_layout: bool = True, request_topics: bool = True) -> CommandEnvironment:
+                     check_layout: bool = True, request_topics: bool = True,
+                     read_only: bool = False) -> CommandEnvironment:
     """``own_broker``: run/demo start a fresh embedded broker (replacing a stale one of a
     killed daemon) and stop it when they end; other commands reuse a running one.
     ``request_topics`` False: the command touches only the DLQ (dlq list, purge), so the
-    request topic's partition count does not concern it."""
+    request topic's partition count does not concern it.  ``read_only``: the command only
+    looks (dlq list, inflight), so a missing data dir or store is an error, never created
+    empty — an empty one would answer "nothing here" for a mistyped --data-dir."""
     stack = ExitStack()
     try:
-        if opts.embedded:
+        if opts.embedded and not read_only:
             _make_data_dir(opts.data_dir)
-        store = stack.enter_context(open_metadata_store(opts, config))
+        store = stack.enter_context(open_metadata_store(opts, config, must_exist=read_only))
         bk_store = store
         if opts.bookkeeper_metadata_store and opts.bookkeeper_metadata_store != opts.metadata_store:
-            bk_store = stack.enter_context(open_metadata_store(opts, config, bookkeeper=True))
+            bk_store = stack.enter_context(open_metadata_store(opts, config, bookkeeper=True, must_exist=read_only))
         topics = DeletionTopics.from_config(config)
         broker, embedded = connect_broker(opts, config, topics, own_broker, stack, request_topics)
         info = embedded.info if embedded is not None else None
         started = embedded is not None and embedded.owned
         backlog = _backlog_source(opts, config, info)
         offload = offload_settings(opts, config)
-        if opts.embedded:
+        if opts.embedded and not read_only:
             ClusterWriter(store, bk_store, config.bookkeeper_ledgers_root_path).ensure_layout()
         if check_layout:
             _check_layout(bk_store, config)

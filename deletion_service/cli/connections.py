@@ -57,7 +57,7 @@ def open_metadata_store(opts: CommonOptions, config: DeletionConfig, bookkeeper:
                 f"no embedded metadata store at {db}: pass --metadata-store zk://… for a cluster, "
                 "or --data-dir for another embedded run"
             )
-    return open_store(url, digest_file=config.metadata_store_digest_file)
+    return open_store(url, digest_file=config.metadata_store_digest_file, create=not must_exist)
 
 
 def offload_settings(opts: CommonOptions, config: DeletionConfig) -> OffloaderSettings:
