@@ -48,6 +48,9 @@ class DeletionMetrics:
         self.undisposed = Gauge(
             f"{PREFIX}_undisposed", "Messages decided but not yet acked: their RETRY/DLQ publish or ack keeps "
             "failing (bounded; the consumer stops taking new messages when full)", registry=r)
+        self.on_hold = Gauge(
+            f"{PREFIX}_on_hold", "Requests held in hand while a dependency is down (no retry is counted for them)",
+            registry=r)
         self.dispose_failures = Counter(
             f"{PREFIX}_dispose_failures", "Failed attempts to publish a RETRY/DLQ copy or to ack", registry=r)
 

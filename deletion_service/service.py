@@ -21,6 +21,7 @@ from enum import StrEnum
 
 from deletion_service.broker.interface import BrokerClient
 from deletion_service.config import DeletionConfig
+from deletion_service.delete_phase.breaker import Breaker, Breakers
 from deletion_service.delete_phase.decision import Action, Kind, Policy, Verdict
 from deletion_service.delete_phase.execute import Executor, RateLimiter
 from deletion_service.delete_phase.gather import FactGatherer
@@ -111,8 +112,15 @@ class LedgerDeletionService:
         self.publisher.prepare(self.topics.retry, self.topics.dlq)
         self.worker = DeletePhaseWorker(requests, retries, self.publisher, self.pipeline,
                                         self.policy, self.metrics, batch_size=batch_size(self.config),
-                                        on_settled=on_settled)
+                                        on_settled=on_settled, breakers=self.breakers())
         return self.worker
+
+    def breakers(self) -> Breakers:
+        """One per metadata store: what a request's verification cannot do without."""
+        stores = [("the metadata store", self.store)]
+        if self.bk_store is not self.store:
+            stores.append(("the BookKeeper metadata store", self.bk_store))
+        return Breakers([Breaker(name, lambda s=store: s.get("/")) for name, store in stores])
 
     def close(self) -> None:
         for consumer in self._consumers:

@@ -54,7 +54,8 @@ class AdminDeps:
         if service.bk_store is not service.store:
             stores["bookkeeperMetadataStore"] = service.bk_store
         probe = DependencyProbe(stores, service.broker, probe_timeout_s,
-                                extra={"dispositions": lambda: _dispositions_flowing(service)})
+                                extra={"dispositions": lambda: _dispositions_flowing(service),
+                                       "consuming": lambda: _dependencies_up(service)})
         return cls(service, backlog, service.broker, service.topics, probe, token,
                    [service.metrics.registry, *extra_registries])
 
@@ -98,6 +99,13 @@ def _dispositions_flowing(service: LedgerDeletionService) -> None:
     stuck = worker.stuck() if worker is not None else None
     if stuck is not None:
         raise RuntimeError(stuck)
+
+
+def _dependencies_up(service: LedgerDeletionService) -> None:
+    """While a breaker is open the worker consumes nothing: not ready, whatever the probes say now."""
+    down = service.worker.breakers.down() if service.worker is not None else None
+    if down is not None:
+        raise RuntimeError(down)
 
 
 def _store_check(store: MetadataStore) -> Callable[[], None]:

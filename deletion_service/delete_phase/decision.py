@@ -63,6 +63,13 @@ class Action:
     delay_s: float = 0.0  # for RECONSUME
     bookkeeper_version: int | None = None  # for DELETE_BOOKKEEPER: delete only at this version
     kind: Kind = Kind.NONE
+    #: for MAX_RETRIES: the kind of the failure that used up the last try (an outage must not be it)
+    cause: Kind = Kind.NONE
+
+    @property
+    def transient(self) -> bool:
+        """A dependency did not answer: reconsumed, or dead-lettered for it after the last try."""
+        return Kind.TRANSIENT in (self.kind, self.cause)
 
 
 @dataclass(frozen=True)
@@ -193,7 +200,8 @@ def _too_young(request: PendingDeleteLedgerInfo, created_ms: int | None, facts: 
 
 def _not_yet(why: str, delay_s: float, facts: Facts, policy: Policy, kind: Kind = Kind.NOT_YET) -> Action:
     if facts.attempts >= policy.max_retries:
-        return Action(Verdict.DLQ, f"max retries ({policy.max_retries}) reached: {why}", kind=Kind.MAX_RETRIES)
+        return Action(Verdict.DLQ, f"max retries ({policy.max_retries}) reached: {why}", kind=Kind.MAX_RETRIES,
+                      cause=kind)
     return Action(Verdict.RECONSUME, why, delay_s=min(max(delay_s, 0.0), policy.max_delay_s), kind=kind)
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from deletion_service.broker.interface import BrokerError, Consumer, Outgoing, Received
 from deletion_service.delete_phase import decision, dispose
 from deletion_service.delete_phase.ack_tally import AckTally
+from deletion_service.delete_phase.breaker import Breakers
 from deletion_service.delete_phase.decision import Action, Kind, Outcome, Policy, Verdict
 from deletion_service.delete_phase.pipeline import DeletePipeline
 from deletion_service.metrics import DeletionMetrics
@@ -84,6 +85,7 @@ class DeletePhaseWorker:
         dispose_backoff_s: float = 0.5,
         clock: Callable[[], float] = time.time,
         on_settled: Callable[[Settled], None] | None = None,
+        breakers: Breakers | None = None,
     ) -> None:
         self.requests, self.retries = requests, retries
         self.publisher, self.pipeline = publisher, pipeline
@@ -101,6 +103,9 @@ class DeletePhaseWorker:
         self.acked = AckTally()  # what we acked lately: explains a stale backlog reading (--exit-when-idle)
         self.busy = False
         self._lock = threading.Lock()
+        self.breakers = breakers or Breakers()
+        #: Requests whose verification met a dependency outage: kept in hand, unacked, until it ends.
+        self._on_hold: list[tuple[Received, Consumer]] = []
 
     # ---- state the daemon reads (--exit-when-idle, /readyz)
 
@@ -110,7 +115,11 @@ class DeletePhaseWorker:
 
     @property
     def idle(self) -> bool:
-        return not self.busy and not self._held and not self._undisposed
+        return not self.busy and not self._held and not self._undisposed and not self._on_hold
+
+    @property
+    def on_hold(self) -> int:
+        return len(self._on_hold)
 
     def stuck(self) -> str | None:
         """Why dispositions are failing, if one has kept failing for :data:`STUCK_AFTER_S`."""
@@ -133,12 +142,18 @@ class DeletePhaseWorker:
         """Receive and process one batch; returns how many messages were settled."""
         with self._lock:
             self._retry_undisposed()
+            if not self.breakers.ready():
+                time.sleep(min(wait_s, 0.2))  # a dependency is down: take nothing, spend no retry
+                return 0
             # Every message taken may end up waiting here: take no more than there is room for.
             room = min(self.batch_size, self.max_undisposed - len(self._undisposed))
             if room <= 0:
                 time.sleep(min(wait_s, 0.2))  # full: take nothing new until the broker takes these
                 return 0
-            batch = self._collect(wait_s, room)
+            batch, self._on_hold = self._on_hold, []  # held through an outage now over: theirs is the turn
+            self.metrics.on_hold.set(0)
+            if not batch:
+                batch = self._collect(wait_s, room)
             if not batch:
                 return 0
             self.busy = True
@@ -245,11 +260,21 @@ class DeletePhaseWorker:
             actions = self.pipeline.run([r for _, r in valid], tries, self.policy)
             for (p, _), action in zip(valid, actions, strict=True):
                 p.action = action
+        pending = self._hold_if_down(pending)
         deferred = self._publish_copies(pending)
         for p in pending:
             if id(p) not in deferred:
                 self._dispose(p)
         return len(pending)
+
+    def _hold_if_down(self, pending: list[_Pending]) -> list[_Pending]:
+        """Keep the requests a dependency outage failed in hand (see :mod:`.breaker`); the rest go on."""
+        transient = [p for p in pending if p.action.transient]
+        if not transient or not self.breakers.any_down():
+            return pending
+        self._on_hold.extend((p.message, p.consumer) for p in transient)
+        self.metrics.on_hold.set(len(self._on_hold))
+        return [p for p in pending if not p.action.transient]
 
     def _publish_copies(self, pending: list[_Pending]) -> set[int]:
         """The batch's RETRY and DLQ copies, pipelined (one round trip per window, not per message);

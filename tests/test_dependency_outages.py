@@ -1,0 +1,94 @@
+"""A ZooKeeper outage with the real server: consuming pauses, /readyz-style readiness says why, no
+retry is spent, and every request is deleted once ZooKeeper is back — without a restart."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from deletion_service.admin.deps import AdminDeps
+from deletion_service.cluster_writer import pulsar_custom_metadata
+from deletion_service.inflight import NoBacklog
+from metastore import open_store
+from tests.deletion_world import make_world, request
+from tests.harness import PulsarLiteBroker, ZooKeeperServer, wait_until
+
+TOPIC = "persistent://t/ns/outage"
+
+
+@pytest.fixture
+def own_zookeeper(tmp_path: Path):  # noqa: ANN201 - a server this test may stop and start again
+    zk = ZooKeeperServer(tmp_path / "zk").start()
+    yield zk
+    zk.stop()
+
+
+def test_a_zookeeper_outage_spends_no_retry_and_recovers_without_restart(
+        own_zookeeper: ZooKeeperServer, pulsar_broker: PulsarLiteBroker) -> None:
+    store = open_store(own_zookeeper.url)
+    world = make_world(store, store, pulsar_broker.service_url,
+                       twoPhaseDeletionReconsumeLaterInSeconds=1, twoPhaseDeletionMaxRetryDeleteCount=1)
+    ids = range(1, 41)
+    for lid in ids:
+        world.writer.bk_ledger(lid, pulsar_custom_metadata(TOPIC))
+    worker = world.start()
+    readiness = AdminDeps.for_service(world.service, NoBacklog(), None, probe_timeout_s=2.0).readiness
+    stop = threading.Event()
+    loop = threading.Thread(target=worker.run, args=(stop,), daemon=True)
+    try:
+        own_zookeeper.stop()  # down before the requests arrive: every one of them meets the outage
+        for lid in ids:
+            world.service.send_pending_delete(request(TOPIC, lid))
+        loop.start()
+        wait_until(lambda: worker.on_hold > 0, 60, "requests held through the outage")
+        time.sleep(3)  # three reconsume delays: before, each would have been retried and dead-lettered
+        assert world.settled == [], "nothing is reconsumed, dead-lettered or acked during an outage"
+        assert worker.breakers.down() is not None and "the metadata store down" in worker.breakers.down()
+        assert readiness()["consuming"] is not None
+        assert world.service.metrics.max_retry_reached._value.get() == 0
+
+        own_zookeeper.start()  # the same port and data: the store reconnects on its own
+        wait_until(lambda: world.outcomes().get("deleted", 0) == len(ids), 90, "every request deleted")
+    finally:
+        stop.set()
+        loop.join(30)
+        world.service.close()
+        world.service.broker.close()
+    assert {s.outcome.value for s in world.settled} == {"deleted"}, "no RETRY pass, no DLQ"
+    assert all(not world.bk_exists(lid) for lid in ids)
+    assert worker.breakers.down() is None and readiness()["consuming"] is None
+    store.close()
+
+
+def test_a_per_request_transient_failure_is_still_retried(zk_url: str, zookeeper: ZooKeeperServer,
+                                                           pulsar_broker: PulsarLiteBroker) -> None:
+    """With every dependency answering, a transient failure was the request's own: reconsumed and counted."""
+    store = open_store(zk_url)
+    bk_store = open_store(f"{zookeeper.url}/bk-{uuid.uuid4().hex[:8]}")
+    world = make_world(store, bk_store, pulsar_broker.service_url, twoPhaseDeletionReconsumeLaterInSeconds=0)
+    worker = world.start()
+    try:
+        original = world.service.gatherer.gather
+
+        def flaky(requests, attempts):  # noqa: ANN001, ANN202 - one request's facts fail transiently, once
+            facts = original(requests, attempts)
+            if attempts and attempts[0] == 0:
+                from dataclasses import replace
+                facts = [replace(facts[0], transient="ZooKeeper said: try again"), *facts[1:]]
+            return facts
+
+        world.service.gatherer.gather = flaky  # fault injection: the real store cannot fail one request alone
+        world.writer.bk_ledger(7, pulsar_custom_metadata(TOPIC))
+        world.service.send_pending_delete(request(TOPIC, 7))
+        world.drain(lambda w: w.outcomes().get("deleted", 0) == 1, timeout_s=60)
+    finally:
+        world.service.close()
+        world.service.broker.close()
+    assert [s.outcome.value for s in world.settled] == ["reconsumed", "deleted"]
+    assert worker.breakers.down() is None and worker.on_hold == 0
+    store.close()
+    bk_store.close()
