@@ -133,8 +133,8 @@ class BrokerClient(abc.ABC):
         raise BrokerError(f"{type(self).__name__} cannot read {topic} without consuming it")
 
     def acknowledge(self, topic: str, subscription: str, message_ids: Sequence[str]) -> None:
-        """Ack these messages (ids as :func:`display_message_id` or ``Received.message_id`` spell
-        them) on ``subscription`` without receiving them, so nothing else is taken from it."""
+        """Ack exactly these messages (ids as :func:`display_message_id` or ``Received.message_id``
+        spell them) on ``subscription``, and no other; messages it may receive meanwhile go back."""
         raise BrokerError(f"{type(self).__name__} cannot acknowledge messages by id")
 
     @abc.abstractmethod

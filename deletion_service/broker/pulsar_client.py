@@ -249,6 +249,25 @@ class _Consumer(Consumer):
             _log.debug("closing consumer: %s", e)
 
 
+#: How long :meth:`PulsarBrokerClient.acknowledge` waits for the next named message to be dispatched.
+ACK_WAIT_S = 2.0
+
+
+def _ack_named(consumer: pulsar.Consumer, wanted: dict[tuple[int, int], str]) -> None:
+    """Ack the messages ``wanted`` names ((ledger, entry) → text) as they arrive; ack the rest by id."""
+    left = dict(wanted)
+    while left:
+        try:
+            message = consumer.receive(timeout_millis=int(ACK_WAIT_S * 1000))
+        except pulsar.Timeout:
+            break
+        key = (message.message_id().ledger_id(), message.message_id().entry_id())
+        if left.pop(key, None) is not None:
+            consumer.acknowledge(message)
+    for text in left.values():
+        consumer.acknowledge(pulsar.MessageId(*_client_order(parse_message_id(text))))
+
+
 def _client_order(parsed: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
     """``pulsar.MessageId``'s argument order (partition, ledger, entry, batch index)."""
     ledger, entry, partition, batch = parsed
@@ -352,21 +371,22 @@ class PulsarBrokerClient(BrokerClient):
                 _log.debug("closing reader on %s: %s", topic, e)
 
     def acknowledge(self, topic: str, subscription: str, message_ids: Sequence[str]) -> None:
-        """Through a zero-queue consumer: it is dispatched nothing, so it holds nothing back from
-        other consumers; an ack names a position, which the broker applies whoever holds it."""
+        """Receive until every named message has been dispatched to us, ack exactly those, close (the
+        others go back to the subscription at once).  Why receive at all: pulsar-lite ignores an ack for
+        a message it has not dispatched to some consumer (measured), where real Pulsar applies an ack
+        to any position.  A named message that does not arrive within :data:`ACK_WAIT_S` (held by
+        another consumer, or already acked) is acked by id, which both brokers apply then."""
         try:
-            ids = [pulsar.MessageId(*_client_order(parse_message_id(text))) for text in message_ids]
+            wanted = {parse_message_id(text)[:2]: text for text in message_ids}
         except ValueError as e:
             raise BrokerError(str(e)) from e
         try:
             consumer = self._client.subscribe(topic, subscription, consumer_type=pulsar.ConsumerType.Shared,
-                                              initial_position=pulsar.InitialPosition.Earliest,
-                                              receiver_queue_size=0)
+                                              initial_position=pulsar.InitialPosition.Earliest)
         except pulsar.PulsarException as e:
             raise self._error(f"cannot subscribe {subscription} on {topic} to acknowledge", e) from e
         try:
-            for message_id in ids:
-                consumer.acknowledge(message_id)
+            _ack_named(consumer, wanted)
         except pulsar.PulsarException as e:
             raise self._error(f"acknowledging on {topic} failed", e) from e
         finally:
