@@ -249,6 +249,9 @@ class _Consumer(Consumer):
             _log.debug("closing consumer: %s", e)
 
 
+#: How long :meth:`PulsarBrokerClient.close` waits for the broker before going on without it.
+CLOSE_WAIT_S = 5.0
+
 #: How long :meth:`PulsarBrokerClient.acknowledge` waits for the next named message to be dispatched.
 ACK_WAIT_S = 2.0
 
@@ -407,7 +410,17 @@ class PulsarBrokerClient(BrokerClient):
         return BrokerError(f"{what} at {self.service_url}: {e}{hint}")
 
     def close(self) -> None:
-        try:
-            self._client.close()
-        except pulsar.PulsarException as e:
-            _log.debug("closing client: %s", e)
+        """Bounded by :data:`CLOSE_WAIT_S`: a frozen broker makes the client's close wait out every
+        producer's flush, and a daemon asked to stop must not outlive its grace period for that."""
+        def close() -> None:
+            try:
+                self._client.close()
+            except pulsar.PulsarException as e:
+                _log.debug("closing client: %s", e)
+
+        closing = threading.Thread(target=close, name="pulsar-close", daemon=True)
+        closing.start()
+        closing.join(CLOSE_WAIT_S)
+        if closing.is_alive():
+            _log.warning("the broker did not confirm closing the client within %.0f s; going on without it",
+                         CLOSE_WAIT_S)

@@ -99,9 +99,13 @@ def wait_ready(proc: subprocess.Popen, port: int, metrics_port: int, log: Path, 
 
 
 def stop_pid(pid: int, timeout: float = 10) -> None:
-    """SIGTERM, then SIGKILL after ``timeout``; only ever called with a pid we started."""
+    """SIGTERM, then SIGKILL after ``timeout``; only ever called with a pid we started.
+
+    SIGCONT follows the SIGTERM: a stopped (frozen) process acts on no signal but SIGKILL, and
+    would otherwise cost the whole timeout."""
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
+        os.kill(pid, signal.SIGCONT)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not alive(pid):
