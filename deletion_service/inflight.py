@@ -19,7 +19,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from deletion_service.broker.interface import BrokerError
+from deletion_service.broker.interface import BrokerClient, BrokerError
 from deletion_service.topics import DeletionTopics
 
 BACKLOG_METRIC = "pulsar_subscription_back_log"
@@ -103,6 +103,37 @@ def _topic_name(labels: dict[str, str]) -> str:
     if partition not in ("", "-1"):
         name += f"-partition-{partition}"
     return name
+
+
+class ReceivedBacklog(BacklogSource):
+    """Counts the backlog by receiving every unacked message through the subscription itself, then
+    closing without an ack (everything goes back to the subscription at once).
+
+    For the one case metrics cannot answer: an embedded broker this command just started, whose
+    ``/metrics`` say 0 until their first refresh (up to ~10 s, measured).  Safe only because
+    nobody else consumes then: a running daemon owns the broker, so a command that had to start
+    one knows no daemon runs.  Exact, where a refreshed metric is up to ~10 s old.  The count
+    ends when the broker has dispatched nothing more for ``quiet_s`` (``first_s`` for the first
+    message, while the consumer connects)."""
+
+    def __init__(self, broker: BrokerClient, first_s: float = 1.0, quiet_s: float = 0.3) -> None:
+        self.broker = broker
+        self.first_s = first_s
+        self.quiet_s = quiet_s
+
+    def backlog(self, topics: Iterable[str], subscription: str) -> dict[str, int]:
+        counts = {t: 0 for t in topics}
+        for topic in counts:
+            self.broker.ensure_subscription(topic, subscription)
+        consumer = self.broker.consumer(list(counts), subscription)
+        try:
+            wait = self.first_s
+            while (message := consumer.receive(wait)) is not None:
+                counts[message.topic] = counts.get(message.topic, 0) + 1
+                wait = self.quiet_s
+        finally:
+            consumer.close()
+        return counts
 
 
 class AdminRestBacklog(BacklogSource):
