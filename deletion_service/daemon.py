@@ -23,6 +23,11 @@ from deletion_service.service import LedgerDeletionService
 
 _log = logging.getLogger(__name__)
 
+#: How long a stop waits for the batch in hand.  Kubernetes kills 30 s after SIGTERM; the consumers'
+#: and producers' close and the admin API's stop need the rest of it.
+STOP_WAIT_S = 10.0
+CLOSE_WAIT_S = 3.0
+
 #: --exit-when-idle: no message may have arrived for this long.
 QUIET_S = 3.0
 
@@ -124,8 +129,20 @@ class Daemon:
         return self.supervisor.failure if self.supervisor is not None else None
 
     def stop(self) -> None:
-        """Finish the batch in hand, then return everything else to the subscription."""
+        """Finish the batch in hand (for up to :data:`STOP_WAIT_S`), then return everything else to the
+        subscription.  Messages parked because the broker refused their publish or ack are not retried:
+        unacked, they come back to the next run, which settles them; nothing is lost."""
         self.stop_event.set()
+        if self.worker is not None:
+            self.worker.stopping.set()
         if self._thread is not None:
-            self._thread.join(timeout=60)
-        self.service.close()
+            self._thread.join(timeout=STOP_WAIT_S)
+            if self._thread.is_alive():
+                _log.warning("the batch in hand did not finish within %.0f s; its unacked messages return to the "
+                             "subscription", STOP_WAIT_S)
+        closing = threading.Thread(target=self.service.close, name="close", daemon=True)
+        closing.start()  # a hung broker makes each close wait out its operation timeout: bounded here
+        closing.join(CLOSE_WAIT_S)
+        if closing.is_alive():
+            _log.warning("the broker did not confirm closing the consumers within %.0f s; exiting anyway (the "
+                         "broker redelivers whatever was not acked)", CLOSE_WAIT_S)

@@ -250,7 +250,7 @@ class _Consumer(Consumer):
 
 
 #: How long :meth:`PulsarBrokerClient.close` waits for the broker before going on without it.
-CLOSE_WAIT_S = 5.0
+CLOSE_WAIT_S = 3.0
 
 #: How long :meth:`PulsarBrokerClient.acknowledge` waits for the next named message to be dispatched.
 ACK_WAIT_S = 2.0

@@ -104,6 +104,9 @@ class DeletePhaseWorker:
         self.busy = False
         self._lock = threading.Lock()
         self.breakers = breakers or Breakers()
+        #: Set when the daemon stops: finish the batch in hand, retry nothing parked, take nothing new
+        #: (what is left unacked returns to the subscription when the consumers close).
+        self.stopping = threading.Event()
         #: Requests whose verification met a dependency outage: kept in hand, unacked, until it ends.
         self._on_hold: list[tuple[Received, Consumer]] = []
 
@@ -141,6 +144,8 @@ class DeletePhaseWorker:
     def run_once(self, wait_s: float = 0.2) -> int:
         """Receive and process one batch; returns how many messages were settled."""
         with self._lock:
+            if self.stopping.is_set():
+                return 0
             self._retry_undisposed()
             if not self.breakers.ready():
                 time.sleep(min(wait_s, 0.2))  # a dependency is down: take nothing, spend no retry
@@ -305,12 +310,17 @@ class DeletePhaseWorker:
             except Exception:  # noqa: BLE001 - the one-by-one path below decides for each message
                 _log.exception("publishing %d %s copies failed; publishing them one by one", len(items), verdict)
                 continue
+            refused = []
             for (p, _), receipt in zip(items, receipts, strict=True):
                 if isinstance(receipt, BrokerError):
-                    self._defer(p, str(receipt))
+                    self._defer(p, str(receipt), quiet=True)
                     deferred.add(id(p))
+                    refused.append(receipt)
                     continue
                 self._published(p)
+            if refused:  # one line for the batch: a refusing broker refuses every copy alike
+                _log.warning("could not publish %d %s copies (%s): will retry", len(refused), verdict.value,
+                             refused[0])
         return deferred
 
     @staticmethod
@@ -364,14 +374,15 @@ class DeletePhaseWorker:
         p.consumer.ack(p.message)
         self.acked.record(p.message.topic)
 
-    def _defer(self, p: _Pending, why: str) -> None:
+    def _defer(self, p: _Pending, why: str, quiet: bool = False) -> None:
         now = time.monotonic()
         if p.failures == 0:
             p.first_failure = now
         p.failures += 1
         p.next_try = now + min(30.0, self.dispose_backoff_s * 2 ** min(p.failures - 1, 6))
         self.metrics.dispose_failures.inc()
-        _log.warning("could not dispose of %s (%s): will retry", p.message.message_id, why)
+        if not quiet:
+            _log.warning("could not dispose of %s (%s): will retry", p.message.message_id, why)
         self._undisposed.append(p)
         self.metrics.undisposed.set(len(self._undisposed))
 
