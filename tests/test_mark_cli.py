@@ -15,7 +15,7 @@ import pytest
 
 from deletion_service.cluster_writer import ClusterWriter, pulsar_custom_metadata
 from deletion_service.embedded.broker import EmbeddedBroker
-from deletion_service.mark_phase.trim import CRASH_ENV
+from deletion_service.failpoints import ENV as FAILPOINTS
 from deletion_service.model import decode
 from metastore import ABSENT, MetadataStore, open_store
 from metastore.formats import Position, decode_managed_ledger, managed_ledger_path
@@ -187,7 +187,7 @@ def _phase_two(store: MetadataStore, common: list[str], broker_url: str, resend:
 
 def test_crash_after_send_before_write_keeps_the_ledgers(setup: Setup) -> None:
     store, common = setup.store, setup.common
-    r = run_cli("trim", "--topic", TOPIC, *common, env={CRASH_ENV: "after-send"})
+    r = run_cli("trim", "--topic", TOPIC, *common, env={FAILPOINTS: "trim.after-receipts=kill"})
     assert r.returncode == -signal.SIGKILL
     assert listed(store) == list(range(1, 9))  # the write never happened
     outcomes = _phase_two(store, common, setup.broker_url)
@@ -197,7 +197,7 @@ def test_crash_after_send_before_write_keeps_the_ledgers(setup: Setup) -> None:
 
 def test_crash_after_write_deletes_exactly_once(setup: Setup) -> None:
     store, common = setup.store, setup.common
-    r = run_cli("trim", "--topic", TOPIC, *common, env={CRASH_ENV: "after-write"})
+    r = run_cli("trim", "--topic", TOPIC, *common, env={FAILPOINTS: "trim.after-write=kill"})
     assert r.returncode == -signal.SIGKILL
     assert listed(store) == [6, 7, 8]
     sent = requests_on(common, setup.broker_url)

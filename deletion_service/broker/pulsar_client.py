@@ -24,6 +24,7 @@ from deletion_service.broker.interface import (
     Received,
     parse_message_id,
 )
+from deletion_service.failpoints import failpoint
 
 _log = logging.getLogger(__name__)
 
@@ -121,6 +122,8 @@ def _send_in_windows(batches: Sequence[tuple[_Producer, Sequence[Outgoing]]]) ->
                 results[k] += producer.not_attempted(len(window))
             elif window:
                 in_flight.append((k, producer.start_window(window)))
+        if in_flight:
+            failpoint("send.before-receipt")
         deadline = time.monotonic() + WINDOW_WAIT_S
         for k, window in in_flight:
             window_results, stalled[k] = batches[k][0].finish_window(window, deadline)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from tenacity import Retrying
 
+from deletion_service.failpoints import failpoint
 from metastore import CheckVersion, MetadataStore
 from metastore.formats import FormatError, ManagedLedgerInfo, decode_managed_ledger, managed_ledger_path
 from metastore.formats.node_reader import MissingNodeError, read_decoded
@@ -100,6 +101,7 @@ def reset_stored_cursor(store: MetadataStore, topic: str, subscription: str, pos
             cursor = persistence.to_cursor(stored)
             previous = cursor.read_position
             epoch = reset_in_memory(cursor, position)
+            failpoint("cursor.reset-before-write")
             try:
                 saved = persistence.save(store, stored, cursor, guards=[CheckVersion(ml_path, ml_version)],
                                          budget=budget, observer=persist_observer)

@@ -18,6 +18,7 @@ from tenacity import Retrying
 from deletion_service.delete_phase.decision import Action, Verdict
 from deletion_service.delete_phase.facts import DeleteResult, DeleteStatus, Facts
 from deletion_service.delete_phase.gather import TRANSIENT, in_parallel, in_process_retry
+from deletion_service.failpoints import failpoint
 from metastore.interface import MetadataStore, NodeDeleteOutcome
 from offloaders.interface import ObjectDeleteOutcome, OffloadError, OffloadTransientError
 from offloaders.registry import OffloaderSettings, offloader_for
@@ -71,12 +72,16 @@ class Executor:
             for i in deletes:
                 results[i] = DeleteResult(DeleteStatus.DRY_RUN)
             return results
+        if deletes:
+            failpoint("delete.before-storage")
         bk = [i for i in deletes if actions[i].verdict == Verdict.DELETE_BOOKKEEPER]
         if bk:
             for i, result in zip(bk, self._delete_bookkeeper([facts[i] for i in bk], [actions[i] for i in bk]),
                                  strict=True):
                 results[i] = result
         offload = [i for i in deletes if actions[i].verdict == Verdict.DELETE_OFFLOAD]
+        if bk and offload:
+            failpoint("delete.between-bookkeeper-and-offload")
         for i, result in zip(offload, in_parallel([(lambda i=i: self._delete_offload(facts[i])) for i in offload]),
                              strict=True):
             results[i] = result

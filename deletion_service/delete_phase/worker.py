@@ -34,6 +34,7 @@ from deletion_service.delete_phase.ack_tally import AckTally
 from deletion_service.delete_phase.breaker import Breakers
 from deletion_service.delete_phase.decision import Action, Kind, Outcome, Policy, Verdict
 from deletion_service.delete_phase.pipeline import DeletePipeline
+from deletion_service.failpoints import failpoint
 from deletion_service.metrics import DeletionMetrics
 from deletion_service.model import InvalidRequest, PendingDeleteLedgerInfo, decode
 from deletion_service.publisher import RequestPublisher
@@ -333,6 +334,7 @@ class DeletePhaseWorker:
 
     def _published(self, p: _Pending) -> None:
         """Its copy is receipted: only the ack is left (a failed ack must not publish it twice)."""
+        failpoint("retry.after-publish" if p.action.verdict == Verdict.RECONSUME else "dlq.after-publish")
         p.published = True
         if p.action.verdict == Verdict.DLQ and p.action.kind == Kind.MAX_RETRIES:
             self.metrics.max_retry_reached.inc()
@@ -371,6 +373,7 @@ class DeletePhaseWorker:
             else:
                 self.publisher.send_dlq(copy.data, copy.properties)
             self._published(p)
+        failpoint("delete.before-ack")
         p.consumer.ack(p.message)
         self.acked.record(p.message.topic)
 

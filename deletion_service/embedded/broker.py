@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from deletion_service.errors import UserError
+from deletion_service.failpoints import failpoint
 
 from .lock import BROKER_LOCK, DAEMON_LOCK, DataDirLock
 
@@ -249,6 +250,7 @@ class EmbeddedBroker:
         info = BrokerInfo(proc.pid, f"pulsar://127.0.0.1:{port}", f"http://127.0.0.1:{metrics_port}/metrics")
         self.info_path.write_text(json.dumps(asdict(info)) + "\n")  # before it answers: a kill now leaves a trace
         self.owned, self.info = True, info
+        failpoint("broker.starting")
         wait_ready(proc, port, metrics_port, self.broker_dir / "broker.log")
         return info
 

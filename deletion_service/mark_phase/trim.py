@@ -40,8 +40,6 @@ offline.
 from __future__ import annotations
 
 import logging
-import os
-import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -50,6 +48,7 @@ from tenacity import Retrying
 
 from deletion_service.broker.interface import BrokerError
 from deletion_service.errors import UserError
+from deletion_service.failpoints import failpoint
 from deletion_service.mark_phase import pick
 from deletion_service.model import PendingDeleteLedgerInfo
 from metastore.formats import (
@@ -71,10 +70,6 @@ _log = logging.getLogger(__name__)
 
 #: Sends a batch of requests; returns, in order, each one's receipt (message id) or why it failed.
 BatchSend = Callable[[Sequence[PendingDeleteLedgerInfo]], list[str | BrokerError]]
-
-#: Test hook: ``after-send`` or ``after-write`` makes trim SIGKILL itself there (crash tests only).
-CRASH_ENV = "LEDGER_DELETION_TEST_CRASH_AT"
-
 
 @dataclass(frozen=True)
 class KeptLedger:
@@ -154,7 +149,7 @@ def trim(
         return result
 
     receipted = _send_all(name, announced, send, result, progress)
-    _crash_point("after-send")
+    failpoint("trim.after-receipts")
     if not receipted:
         return result
 
@@ -173,7 +168,7 @@ def trim(
         result.aborted = (f"{moved} changed since it was read" if moved else str(e.cause)) + (
             "; nothing removed: phase two will find the sent ledgers still in use")
         return result
-    _crash_point("after-write")
+    failpoint("trim.after-write")
     result.removed = sorted(receipted)
     return result
 
@@ -277,9 +272,4 @@ def _refuse_if_owned(store: MetadataStore, topic: str, retry: Callable[[], Retry
             f"namespace {prefix.removeprefix('/namespace/')} has bundles owned by a broker ({shown}): trim edits "
             "metadata a live broker owns; unload or terminate the topic first, or pass --offline if no broker "
             "serves it")
-
-
-def _crash_point(where: str) -> None:
-    if os.environ.get(CRASH_ENV) == where:
-        os.kill(os.getpid(), signal.SIGKILL)
 
