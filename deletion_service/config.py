@@ -147,21 +147,36 @@ def load_config(
         if env_name(key) in env:
             layers.append((Source("env", env_name(key)), {key: env[env_name(key)]}))
     layers.append((Source("flag"), {k: v for k, v in (overrides or {}).items() if v is not None}))
+    known = {to_camel(name) for name in DeletionConfig.model_fields}
     for source, values in layers:
         for key, value in values.items():
-            merged[key] = value  # a snake_case spelling is accepted too; its source is kept under camelCase
-            sources[to_camel(key) if key in DeletionConfig.model_fields else key] = source
+            if key not in known:  # snake_case too: one spelling, Pulsar's, so a key is never set twice
+                hint = f"; did you mean {to_camel(key)}?" if to_camel(key) in known else ""
+                raise UserError(f"unknown config key {key!r} in {source.where()}{hint} (keys are camelCase as in "
+                                "Pulsar's broker.conf; 'ledger-deletion config show' lists them)")
+            merged[key] = value
+            sources[key] = source
     try:
         config = DeletionConfig.model_validate(merged)
     except ValidationError as e:
         err = e.errors()[0]
         key = str(err["loc"][0]) if err["loc"] else "?"
         where = sources[key].where() if key in sources else "config"
-        if err["type"] == "extra_forbidden":
-            raise UserError(f"unknown config key {key!r} in {where}; see 'ledger-deletion config show' "
-                            "for the known keys") from e
-        raise UserError(f"invalid value for {key} in {where}: {err['msg']}") from e
+        raise UserError(f"invalid value for {key} in {where}: {err.get('input')!r} ({_in_our_words(err)})") from e
     return LoadedConfig(config, {key: sources.get(key, DEFAULT) for key in config.camel()})
+
+
+def _in_our_words(err: Any) -> str:
+    """What a value should have been, without pydantic's phrasing or its links."""
+    ctx = err.get("ctx") or {}
+    whole = "expected a whole number"
+    words = {"int_parsing": whole, "int_from_float": whole, "int_type": whole,
+             "float_parsing": "expected a number", "bool_parsing": "expected true or false",
+             "greater_than_equal": f"must be at least {ctx.get('ge')}",
+             "less_than_equal": f"must be at most {ctx.get('le')}",
+             "greater_than": f"must be more than {ctx.get('gt')}", "string_type": "expected text",
+             "list_type": "expected a list (in the environment: comma-separated)"}
+    return words.get(err["type"], str(err["msg"]).removeprefix("Value error, "))
 
 
 def _read_toml(file: Path) -> dict[str, Any]:

@@ -247,7 +247,7 @@ def test_config_show_precedence_and_masking(tmp_path: Path) -> None:
     env = {"LEDGER_DELETION_MIN_LEDGER_AGE_SECONDS": "120", "LEDGER_DELETION_ADMIN_TOKEN": "s3cr3t-token"}
     r = run_cli("config", "show", "--config", str(cfg), "--json", env=env)
     assert r.returncode == 0, r.stderr
-    shown = json.loads(r.stdout)
+    shown = {k: v["value"] for k, v in json.loads(r.stdout).items()}  # each value with its source
     assert shown["twoPhaseDeletionMaxRetryDeleteCount"] == 3  # file over default
     assert shown["minLedgerAgeSeconds"] == 120  # env over file
     assert shown["twoPhaseDeletionReconsumeLaterInSeconds"] == 600  # default
@@ -255,7 +255,7 @@ def test_config_show_precedence_and_masking(tmp_path: Path) -> None:
     people = run_cli("config", "show", "--config", str(cfg), env={**env, "COLUMNS": "250"})
     assert "env LEDGER_DELETION_MIN_LEDGER_AGE_SECONDS" in people.stdout and "s3cr3t" not in people.stdout
     flagged = run_cli("config", "show", "--config", str(cfg), "--json", "--set", "minLedgerAgeSeconds=30", env=env)
-    assert json.loads(flagged.stdout)["minLedgerAgeSeconds"] == 30  # flag over env
+    assert json.loads(flagged.stdout)["minLedgerAgeSeconds"] == {"value": 30, "source": "--set"}  # flag over env
     run_cli("config", "show", "--set", "noSuchKey=1").assert_one_line_error(1, "unknown config key 'noSuchKey'")
     run_cli("config", "show", "--set", "novalue").assert_one_line_error(2, "KEY=VALUE")
 

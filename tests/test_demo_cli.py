@@ -13,11 +13,11 @@ def test_demo_runs_both_phases_and_reports_every_ending(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     s = json.loads(r.stdout)
     # What demo.build() put there, and how each request must end:
-    assert s["removed by trim"] > 0
-    assert s["deleted ledgers"] == s["removed by trim"] - 6 + 20  # trimmed minus BookKeeper copies already gone
-    assert s["deleted offloaded copies"] == 15  # five offloaded ledgers on each of three topics
-    assert s["still in use"] == 6 and s["metadata mismatch (not deleted)"] == 4
-    assert s["already absent"] == 3 and s["dead-lettered"] == 2 and s["waiting (too young)"] == 3
+    assert s["removedByTrim"] > 0
+    assert s["deletedLedgers"] == s["removedByTrim"] - 6 + 20  # trimmed minus BookKeeper copies already gone
+    assert s["deletedOffloadedCopies"] == 15  # five offloaded ledgers on each of three topics
+    assert s["stillInUse"] == 6 and s["metadataMismatch"] == 4
+    assert s["alreadyAbsent"] == 3 and s["deadLettered"] == 2 and s["waitingTooYoung"] == 3
     assert (tmp_path / "ledger-deletion-data" / "metadata.db").exists()
     assert not (tmp_path / "ledger-deletion-data" / "broker" / "broker.json").exists()  # broker stopped with it
     dlq = run_cli("dlq", "list", "--json", cwd=tmp_path)
@@ -29,3 +29,5 @@ def test_demo_for_people(tmp_path: Path) -> None:
     r = run_cli("demo", "--data-dir", str(tmp_path / "d"), cwd=tmp_path, timeout=180, env={"COLUMNS": "120"})
     assert r.returncode == 0, r.stderr
     assert "deleted ledgers" in r.stdout and "dead-lettered" in r.stdout and "WARNING" not in r.stderr
+    # the closing hints name the data dir as an absolute path, so they work from any directory
+    assert f"ledger-deletion --data-dir {tmp_path / 'd'} dlq list" in r.stdout

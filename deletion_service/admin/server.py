@@ -18,7 +18,7 @@ import time
 import uvicorn
 from fastapi import FastAPI
 
-from deletion_service.errors import UserError
+from deletion_service.errors import UsageError, UserError
 
 START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 10.0
@@ -28,7 +28,7 @@ def parse_address(address: str) -> tuple[str, int]:
     """``HOST:PORT`` or ``[v6]:PORT`` → (host, port)."""
     host, sep, port = address.rpartition(":")
     if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise UserError(f"invalid admin address {address!r}: expected HOST:PORT, e.g. 127.0.0.1:8090")
+        raise UsageError(f"invalid admin address {address!r}: expected HOST:PORT, e.g. 127.0.0.1:8090")
     return host.removeprefix("[").removesuffix("]"), int(port)
 
 

@@ -6,6 +6,7 @@ import copy
 import importlib
 import logging
 import os
+import signal
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -19,6 +20,9 @@ from deletion_service.broker.interface import BrokerError
 from deletion_service.cli import options
 from deletion_service.errors import EXIT_FAILURE, EXIT_USAGE, UserError
 from metastore import InvalidStoreUrl, MetadataStoreError
+
+#: Like a shell's exit status after SIGINT.
+EXIT_INTERRUPTED = 130
 
 HELP = """Delete Apache Pulsar ledgers safely: the two-phase protocol of PIP-186.
 
@@ -146,6 +150,7 @@ def root(
 
 
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # loaded: Ctrl-C may now unwind (see cli/__init__)
     args = options.hoist_common_options(list(sys.argv[1:] if argv is None else argv))
     debug = "--debug" in args
     _configure_logging(debug)
@@ -153,10 +158,12 @@ def main(argv: list[str] | None = None) -> int:
         # Standalone mode: click prints usage errors itself and exits 2.
         app(args=args, prog_name="ledger-deletion", standalone_mode=True)
     except SystemExit as e:
+        if e.code == EXIT_INTERRUPTED:  # typer turns Ctrl-C into a silent exit 130
+            print("interrupted", file=sys.stderr)
         return e.code if isinstance(e.code, int) else (0 if e.code is None else EXIT_FAILURE)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as e:  # noqa: BLE001 - the one place that turns errors into a line
         if debug:
             raise

@@ -12,6 +12,9 @@ from pathlib import Path
 
 import typer
 
+from deletion_service.errors import UsageError
+from metastore.formats import parse_topic
+
 #: Common options and whether each takes a value; accepted before or after the subcommand.
 COMMON_OPTIONS: dict[str, bool] = {
     "--metadata-store": True,
@@ -78,3 +81,13 @@ def hoist_common_options(argv: list[str]) -> list[str]:
             rest.append(arg)
         i += 1
     return front + rest
+
+
+def topic(name: str, flag: str = "--topic") -> str:
+    """A topic option checked before anything connects, in our words and once:
+    ``persistent://tenant/ns/topic`` (``tenant/ns/topic`` and a bare name in ``public/default``
+    are accepted, as Pulsar does)."""
+    try:
+        return str(parse_topic(name))
+    except ValueError as e:
+        raise UsageError(f"invalid {flag} {e}; expected persistent://tenant/namespace/topic") from e

@@ -26,30 +26,49 @@ def register(app: typer.Typer) -> None:
 
 def show(ctx: typer.Context) -> None:
     opts = options.get(ctx)
-    rows = config_rows(opts, settings.load(opts))
-    if opts.json:
-        typer.echo(json.dumps({k: v for k, v, _ in rows}, indent=2, default=str))
+    rows = config_rows(opts, settings.load(opts), ctx.find_root())
+    if opts.json:  # each value with its source, as the table shows them
+        typer.echo(json.dumps({k: {"value": v, "source": src} for k, v, src in rows}, indent=2, default=str))
         return
     table = Table(title="effective configuration")
-    for col in ("key", "value", "source"):
-        table.add_column(col)
+    # A key is never cut (operators copy it into a file or --set); values and sources fold instead.
+    table.add_column("key", no_wrap=True, min_width=max(len(k) for k, _, _ in rows))
+    table.add_column("value", overflow="fold")
+    table.add_column("source", overflow="fold")
     for key, value, source in rows:
         table.add_row(key, json.dumps(value, default=str), source)
     Console().print(table)
 
 
-def config_rows(opts: options.CommonOptions, loaded: LoadedConfig) -> list[tuple[str, Any, str]]:
-    """(key, value, source) for every config key, then the connection options and env-only secrets."""
+#: Connection options: (row name, CommonOptions attribute / root parameter name, env var).
+CONNECTIONS = (("metadataStore", "metadata_store", "LEDGER_DELETION_METADATA_STORE"),
+               ("bookkeeperMetadataStore", "bookkeeper_metadata_store", "LEDGER_DELETION_BOOKKEEPER_METADATA_STORE"),
+               ("brokerUrl", "broker_url", "LEDGER_DELETION_BROKER_URL"),
+               ("webServiceUrl", "web_service_url", "LEDGER_DELETION_WEB_SERVICE_URL"),
+               ("dataDir", "data_dir", "LEDGER_DELETION_DATA_DIR"))
+
+
+def config_rows(opts: options.CommonOptions, loaded: LoadedConfig,
+                root: typer.Context | None = None) -> list[tuple[str, Any, str]]:
+    """(key, value, source) for every config key, then the connection options and env-only secrets.
+    ``root``: the root command's context, which knows whether a connection option came from the
+    command line, the environment or its default."""
     rows: list[tuple[str, Any, str]] = []
     for key, value in loaded.config.camel().items():
         if key in SECRET_KEYS and value is not None:
             value = f"{value} (file; contents not shown)"
         rows.append((key, value, loaded.source(key).label()))
-    for name, value in (("metadataStore", opts.metadata_store), ("bookkeeperMetadataStore",
-                        opts.bookkeeper_metadata_store), ("brokerUrl", opts.broker_url),
-                        ("webServiceUrl", opts.web_service_url), ("dataDir", str(opts.data_dir))):
-        rows.append((name, value if value is not None else "(embedded)", "option/env"))
+    for name, attr, env in CONNECTIONS:
+        value = getattr(opts, attr)
+        shown = str(value) if value is not None else "(embedded)"
+        rows.append((name, shown, _option_source(root, attr, env)))
     for name in SECRET_ENV:
         if os.environ.get(name):
             rows.append((name, "****", "env"))
     return rows
+
+
+def _option_source(root: typer.Context | None, param: str, env: str) -> str:
+    source = root.get_parameter_source(param) if root is not None else None
+    name = getattr(source, "name", "")
+    return {"COMMANDLINE": "flag", "ENVIRONMENT": f"env {env}"}.get(name, "default")

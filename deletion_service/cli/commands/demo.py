@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
 import time
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -15,7 +17,18 @@ from deletion_service import demo as demo_mod
 from deletion_service.cli import options, settings
 from deletion_service.cli.command_environment import open_environment
 from deletion_service.cluster_writer import ClusterWriter
+from deletion_service.embedded.broker import EmbeddedBroker
+from deletion_service.errors import UserError
 from deletion_service.service import LedgerDeletionService
+
+#: The summary's rows: (camelCase key for --json, label for people).
+SUMMARY_ROWS = (
+    ("deletedLedgers", "deleted ledgers"), ("deletedOffloadedCopies", "deleted offloaded copies"),
+    ("alreadyAbsent", "already absent"), ("stillInUse", "still in use"),
+    ("metadataMismatch", "metadata mismatch (not deleted)"), ("deadLettered", "dead-lettered"),
+    ("waitingTooYoung", "waiting (too young)"), ("removedByTrim", "removed by trim"),
+    ("elapsedSeconds", "elapsed s"), ("deletingSeconds", "deleting s"), ("deletionsPerSecond", "deletions/s"),
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -27,60 +40,92 @@ def register(app: typer.Typer) -> None:
             logging.getLogger("deletion_service").setLevel(logging.ERROR)
         console = Console(stderr=opts.json)
         started = time.monotonic()
-        # Shorter retries than production, so the ledger that never closes reaches the DLQ in seconds.
-        cfg = settings.load(opts).config.model_copy(update={
-            "two_phase_deletion_reconsume_later_in_seconds": 2, "two_phase_deletion_max_retry_delete_count": 2})
-        with open_environment(opts, cfg, own_broker=True) as env:
-            service = LedgerDeletionService(cfg, env.store, env.broker, env.bk_store, env.offload)
-            settled: list = []
-            last_deletion = [0.0]
-
-            def on_settled(s) -> None:  # noqa: ANN001
-                settled.append(s)
-                if s.outcome.value == "deleted":
-                    last_deletion[0] = time.monotonic()
-
-            worker = service.start(on_settled=on_settled)
-            try:
-                run_id = str(int(time.time()))
-                writer = ClusterWriter(env.store, env.bk_store, cfg.bookkeeper_ledgers_root_path)
-                with console.status("building a cluster: topics, cursors, schemas, offloads, orphans…"):
-                    assert env.offload.filesystem_base_dir is not None
-                    plan = demo_mod.build(service, writer, env.offload.filesystem_base_dir, run_id)
-                with console.status("phase one: trim every topic, enqueue orphans and manual requests…"):
-                    demo_mod.mark(service, plan)
-                progress = Progress(TextColumn("phase two: deleting"), BarColumn(), MofNCompleteColumn(),
-                                    TimeElapsedColumn(), console=console, disable=opts.json)
-                phase_two = time.monotonic()
-                with progress:
-                    task = progress.add_task("delete", total=plan.expected_endings)
-                    deadline = time.monotonic() + 45
-                    while time.monotonic() < deadline:
-                        done = sum(demo_mod.tally(settled, plan.namespace).values())
-                        progress.update(task, completed=done)
-                        if done >= plan.expected_endings:
-                            break
-                        worker.run_once(0.2)
-            finally:
-                service.close()
-        elapsed = time.monotonic() - started
-        deleting = max(last_deletion[0] - phase_two, 1e-3)
-        counts = demo_mod.tally(settled, plan.namespace)
-        deleted = counts["deleted ledger"] + counts["deleted offloaded copy"]
-        summary = {
-            "deleted ledgers": counts["deleted ledger"], "deleted offloaded copies": counts["deleted offloaded copy"],
-            "already absent": counts["absent"], "still in use": counts["still_in_use"],
-            "metadata mismatch (not deleted)": counts["metadata_mismatch"], "dead-lettered": counts["dlq"],
-            "waiting (too young)": plan.waiting, "removed by trim": plan.trimmed,
-            "elapsed s": round(elapsed, 1), "deleting s": round(deleting, 1),
-            "deletions/s": round(deleted / deleting, 1),
-        }
+        stage = ["starting"]
+        try:
+            plan, settled, phase_two, last_deletion = _run(opts, console, stage)
+        except KeyboardInterrupt:
+            raise UserError(_interrupted(opts, stage[0]), exit_code=130) from None
+        summary = _summary(plan, settled, time.monotonic() - started, max(last_deletion - phase_two, 1e-3))
         if opts.json:
             typer.echo(json.dumps(summary))
             return
         table = Table(title=f"ledger-deletion demo — namespace {plan.namespace}", show_header=False)
-        for k, v in summary.items():
-            table.add_row(k, str(v))
+        for key, label in SUMMARY_ROWS:
+            table.add_row(label, str(summary[key]))
         console.print(table)
-        console.print(f"Data under {opts.data_dir.absolute()}. Try: ledger-deletion dlq list   ·   "
-                      "ledger-deletion inflight   ·   ledger-deletion run --exit-when-idle")
+        where = f"ledger-deletion --data-dir {shlex.quote(str(Path(opts.data_dir).absolute()))}"
+        console.print(f"Data under {Path(opts.data_dir).absolute()}. Try:", soft_wrap=True)
+        for hint in ("dlq list", "inflight", "run --exit-when-idle"):
+            console.print(f"  {where} {hint}", soft_wrap=True, highlight=False)
+
+
+def _interrupted(opts: options.CommonOptions, stage: str) -> str:
+    """Ctrl-C: what was left where, in one line."""
+    data = Path(opts.data_dir).absolute()
+    broker = EmbeddedBroker(data)
+    info = broker.read_info()
+    if info is not None and broker.is_ours_and_alive(info):  # interrupted before it was ours to stop
+        left = f"its embedded broker (pid {info.pid}) still runs, the next command reuses it"
+    else:
+        left = "its embedded broker was stopped"
+    return (f"interrupted while {stage}: {left}; what was built and queued so far stays under {data} (finish "
+            f"with: ledger-deletion --data-dir {shlex.quote(str(data))} run --exit-when-idle; or remove that "
+            "directory)")
+
+
+def _run(opts: options.CommonOptions, console: Console, stage: list[str]) -> tuple:
+    """Build, mark, delete; returns (plan, settled requests, phase-two start, last deletion time).
+    ``stage[0]`` names what is under way, for the Ctrl-C message."""
+    # Shorter retries than production, so the ledger that never closes reaches the DLQ in seconds.
+    cfg = settings.load(opts).config.model_copy(update={
+        "two_phase_deletion_reconsume_later_in_seconds": 2, "two_phase_deletion_max_retry_delete_count": 2})
+    with open_environment(opts, cfg, own_broker=True) as env:
+        service = LedgerDeletionService(cfg, env.store, env.broker, env.bk_store, env.offload)
+        settled: list = []
+        last_deletion = [0.0]
+
+        def on_settled(s) -> None:  # noqa: ANN001
+            settled.append(s)
+            if s.outcome.value == "deleted":
+                last_deletion[0] = time.monotonic()
+
+        worker = service.start(on_settled=on_settled)
+        try:
+            run_id = str(int(time.time()))
+            writer = ClusterWriter(env.store, env.bk_store, cfg.bookkeeper_ledgers_root_path)
+            stage[0] = "building the demo cluster"
+            with console.status("building a cluster: topics, cursors, schemas, offloads, orphans…"):
+                assert env.offload.filesystem_base_dir is not None
+                plan = demo_mod.build(service, writer, env.offload.filesystem_base_dir, run_id)
+            stage[0] = "sending deletion requests (phase one)"
+            with console.status("phase one: trim every topic, enqueue orphans and manual requests…"):
+                demo_mod.mark(service, plan)
+            stage[0] = "deleting (phase two)"
+            phase_two = time.monotonic()
+            _delete(opts, console, plan, settled, worker)
+        finally:
+            service.close()
+    return plan, settled, phase_two, last_deletion[0]
+
+
+def _delete(opts: options.CommonOptions, console: Console, plan, settled: list, worker) -> None:  # noqa: ANN001
+    progress = Progress(TextColumn("phase two: deleting"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=console, disable=opts.json)
+    with progress:
+        task = progress.add_task("delete", total=plan.expected_endings)
+        deadline = time.monotonic() + 45
+        while time.monotonic() < deadline:
+            done = sum(demo_mod.tally(settled, plan.namespace).values())
+            progress.update(task, completed=done)
+            if done >= plan.expected_endings:
+                break
+            worker.run_once(0.2)
+
+
+def _summary(plan, settled: list, elapsed: float, deleting: float) -> dict:  # noqa: ANN001
+    counts = demo_mod.tally(settled, plan.namespace)
+    deleted = counts["deleted ledger"] + counts["deleted offloaded copy"]
+    values = (counts["deleted ledger"], counts["deleted offloaded copy"], counts["absent"], counts["still_in_use"],
+              counts["metadata_mismatch"], counts["dlq"], plan.waiting, plan.trimmed, round(elapsed, 1),
+              round(deleting, 1), round(deleted / deleting, 1))
+    return {key: value for (key, _), value in zip(SUMMARY_ROWS, values, strict=True)}

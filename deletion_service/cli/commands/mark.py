@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -10,21 +11,47 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from deletion_service.broker.interface import display_message_id
 from deletion_service.cli import connections, options, settings, ui
 from deletion_service.errors import UsageError, UserError
 from deletion_service.mark_phase import enqueue as enqueue_mod
 from deletion_service.mark_phase.pick import OffloadLocation
 from deletion_service.mark_phase.trim import trim as run_trim
+from deletion_service.model import PendingDeleteLedgerInfo
+
+
+class Component(StrEnum):
+    MANAGED_LEDGER = "MANAGED_LEDGER"
+    MANAGED_CURSOR = "MANAGED_CURSOR"
+    SCHEMA_STORAGE = "SCHEMA_STORAGE"
+
+
+def _single_request(topic: str | None, ledger_id: int | None, component: Component, cursor: str | None,
+                    schema_id: str | None) -> PendingDeleteLedgerInfo:
+    """The one request ``--topic``/``--ledger-id`` describe, every mistake a usage error in our words
+    (checked here so pydantic's phrasing never reaches the operator)."""
+    if topic is None or ledger_id is None:
+        raise UsageError("give --topic and --ledger-id (or --from-file)")
+    topic = options.topic(topic)
+    if component is Component.MANAGED_CURSOR and not cursor:
+        raise UsageError("--component MANAGED_CURSOR needs --cursor (the cursor the ledger belongs to)")
+    if component is Component.SCHEMA_STORAGE and not schema_id:
+        raise UsageError("--component SCHEMA_STORAGE needs --schema-id (tenant/ns/topic)")
+    try:
+        return enqueue_mod.single_request(topic, ledger_id, component.value, cursor, schema_id)
+    except UserError as e:  # a disagreement between the fields, e.g. a schema id of another topic
+        raise UsageError(str(e).replace("payload: Value error, ", "").replace("Value error, ", "")) from e
 
 
 def register(app: typer.Typer) -> None:
     @app.command(help="Send deletion requests (never edits metadata). Offloaded copies: use --from-file.")
     def enqueue(
         ctx: typer.Context,
-        topic: Annotated[str | None, typer.Option(help="persistent://tenant/ns/topic")] = None,
-        ledger_id: Annotated[int | None, typer.Option(help="the BookKeeper ledger to delete")] = None,
-        component: Annotated[str, typer.Option(help="MANAGED_LEDGER|MANAGED_CURSOR|SCHEMA_STORAGE")] = (
-            "MANAGED_LEDGER"),
+        topic: Annotated[str | None, typer.Option("--topic", "-t", help="persistent://tenant/ns/topic")] = None,
+        ledger_id: Annotated[int | None, typer.Option(min=0, help="the BookKeeper ledger to delete")] = None,
+        component: Annotated[Component, typer.Option(
+            case_sensitive=False, metavar="KIND", show_choices=False, show_default=False,
+            help="MANAGED_LEDGER (default), MANAGED_CURSOR or SCHEMA_STORAGE")] = Component.MANAGED_LEDGER,
         cursor: Annotated[str | None, typer.Option(help="cursor name, for MANAGED_CURSOR")] = None,
         schema_id: Annotated[str | None, typer.Option(help="schema id, for SCHEMA_STORAGE")] = None,
         from_file: Annotated[Path | None, typer.Option(help="JSON Lines of PendingDeleteLedgerInfo")] = None,
@@ -35,9 +62,7 @@ def register(app: typer.Typer) -> None:
                 raise UsageError("give either --from-file or --topic/--ledger-id, not both")
             requests = enqueue_mod.read_requests(from_file)
         else:
-            if topic is None or ledger_id is None:
-                raise UsageError("give --topic and --ledger-id (or --from-file)")
-            requests = [enqueue_mod.single_request(topic, ledger_id, component, cursor, schema_id)]
+            requests = [_single_request(topic, ledger_id, component, cursor, schema_id)]
         cfg = settings.load(opts).config
         with connections.publisher(opts, cfg) as publisher, ui.progress(len(requests) > 1 and not opts.json) as bar:
             task = bar.add_task("sending", total=len(requests))
@@ -47,19 +72,22 @@ def register(app: typer.Typer) -> None:
                 unsent = ui.ids([requests[i].ledger_id for i in e.unsent()])
                 raise UserError(f"{e.first}; sent {e.sent} of {len(requests)}; not sent: ledger(s) {unsent} "
                                 "(sending a request again is harmless)") from e
+        ids = [display_message_id(i) for i in sent]
         if opts.json:
-            typer.echo(json.dumps({"sent": len(sent), "messageIds": sent}))
+            typer.echo(json.dumps({"sent": len(sent), "messageIds": ids}))
         else:
-            typer.echo(f"sent {len(sent)} deletion request(s) to {cfg.ledger_deletion_topic}")
+            typer.echo(f"sent {len(sent)} deletion request(s) to {cfg.ledger_deletion_topic}"
+                       + (f": {ui.ids(ids)}" if ids else ""))
 
     @app.command(help="The mark phase for one managed ledger (for topics no broker owns).")
     def trim(
         ctx: typer.Context,
-        topic: Annotated[str, typer.Option(help="persistent://tenant/ns/topic")],
+        topic: Annotated[str, typer.Option("--topic", "-t", help="persistent://tenant/ns/topic")],
         dry_run: Annotated[bool, typer.Option(help="show what would be picked; send and write nothing")] = False,
         offline: Annotated[bool, typer.Option(help="you assert no broker serves this topic")] = False,
     ) -> None:
         opts = options.get(ctx)
+        topic = options.topic(topic)
         cfg = settings.load(opts).config
         if not cfg.topic_two_phase_deletion_enabled:
             raise UserError("topicTwoPhaseDeletionEnabled is false: trim would not announce its deletions")
