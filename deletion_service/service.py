@@ -21,10 +21,12 @@ from enum import StrEnum
 
 from deletion_service.broker.interface import BrokerClient
 from deletion_service.config import DeletionConfig
+from deletion_service.delete_phase import dispose
 from deletion_service.delete_phase.breaker import Breaker, Breakers
 from deletion_service.delete_phase.decision import Action, Kind, Policy, Verdict
 from deletion_service.delete_phase.execute import Executor, RateLimiter
 from deletion_service.delete_phase.gather import FactGatherer
+from deletion_service.delete_phase.offload_lane import OffloadLane
 from deletion_service.delete_phase.pipeline import DeletePipeline
 from deletion_service.delete_phase.worker import DeletePhaseWorker, Settled
 from deletion_service.metrics import DeletionMetrics
@@ -112,7 +114,10 @@ class LedgerDeletionService:
         self.publisher.prepare(self.topics.retry, self.topics.dlq)
         self.worker = DeletePhaseWorker(requests, retries, self.publisher, self.pipeline,
                                         self.policy, self.metrics, batch_size=batch_size(self.config),
-                                        on_settled=on_settled, breakers=self.breakers())
+                                        on_settled=on_settled, breakers=self.breakers(),
+                                        offload_lane=OffloadLane(self.pipeline, self.policy, self.gatherer.probe_for,
+                                                                 lambda p: dispose.attempts(p.message),
+                                                                 batch_size=min(100, batch_size(self.config))))
         return self.worker
 
     def breakers(self) -> Breakers:
@@ -123,6 +128,8 @@ class LedgerDeletionService:
         return Breakers([Breaker(name, lambda s=store: s.get("/")) for name, store in stores])
 
     def close(self) -> None:
+        if self.worker is not None and self.worker.offload_lane is not None:
+            self.worker.offload_lane.stop(2.0)  # what it holds is unacked: back to the subscription below
         for consumer in self._consumers:
             consumer.close()
         self._consumers = []

@@ -103,7 +103,7 @@ def _dispositions_flowing(service: LedgerDeletionService) -> None:
 
 def _dependencies_up(service: LedgerDeletionService) -> None:
     """While a breaker is open the worker consumes nothing: not ready, whatever the probes say now."""
-    down = service.worker.breakers.down() if service.worker is not None else None
+    down = service.worker.dependencies_down() if service.worker is not None else None
     if down is not None:
         raise RuntimeError(down)
 

@@ -65,6 +65,8 @@ class Action:
     kind: Kind = Kind.NONE
     #: for MAX_RETRIES: the kind of the failure that used up the last try (an outage must not be it)
     cause: Kind = Kind.NONE
+    #: for RECONSUME: False when the request was never tried (deferred through an outage): attempts unchanged
+    counts: bool = True
 
     @property
     def transient(self) -> bool:

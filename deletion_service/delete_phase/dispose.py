@@ -73,10 +73,11 @@ def _carried(message: Received) -> dict[str, str]:
     return dict(list(kept.items())[:MAX_PROPERTIES])
 
 
-def retry_copy(message: Received, delay_s: float) -> Outgoing:
-    """Reconsume later, step one: the copy for RETRY (the caller acks the original once it is receipted)."""
+def retry_copy(message: Received, delay_s: float, counts: bool = True) -> Outgoing:
+    """Reconsume later, step one: the copy for RETRY (the caller acks the original once it is receipted).
+    ``counts`` False: a deferral that is no try of the request's (an outage), its attempts unchanged."""
     props = {**_carried(message), **_origin(message),
-             RECONSUMETIMES: str(attempts(message) + 1), DELAY_TIME: str(int(delay_s * 1000))}
+             RECONSUMETIMES: str(attempts(message) + (1 if counts else 0)), DELAY_TIME: str(int(delay_s * 1000))}
     return Outgoing(message.data, props, delay_s)
 
 

@@ -61,6 +61,7 @@ from metastore.interface import MetadataStore, MetadataStoreUnavailable, Node
 from offloaders.interface import (
     OFFLOAD_CONCURRENCY,
     Offloader,
+    OffloadError,
     OffloadNotAllowedError,
     OffloadTarget,
     OffloadTargetError,
@@ -186,6 +187,28 @@ class FactGatherer:
         except Exception as e:  # noqa: BLE001 - a bug or a surprise from one target stays with its request
             _log.exception("unexpected error verifying the offloaded copy of %s", request.describe())
             return replace(facts, internal_error=f"verifying the offloaded copy: {type(e).__name__}: {e}")
+
+    def probe_for(self, request: PendingDeleteLedgerInfo) -> Callable[[], object]:
+        """A cheap "does the offload endpoint answer?": a HEAD of one of the request's objects (absent
+        is an answer too).  A request whose target cannot even be named probes nothing."""
+        ctx = request.offload_context
+        try:
+            assert ctx is not None
+            target = OffloadTarget.from_offload_context(request.ledger_id, ctx.model_dump(by_alias=True),
+                                                        managed_ledger_name(request.topic_name))
+            offloader = offloader_for(target.driver_name, self.offload)
+            name = offloader.object_names(target)[0]
+        except Exception:  # noqa: BLE001 - nothing to probe with: say "answers", and the request is retried
+            return lambda: None
+        def probe() -> None:
+            try:
+                offloader.head(target, name)
+            except OffloadTransientError:
+                raise
+            except OffloadError:
+                return  # an answer, if not the one wanted (no bucket, access denied): the endpoint is up
+
+        return probe
 
     def _offload_fact(self, request: PendingDeleteLedgerInfo) -> OffloadFact:
         ctx = request.offload_context

@@ -33,10 +33,11 @@ from deletion_service.delete_phase import decision, dispose
 from deletion_service.delete_phase.ack_tally import AckTally
 from deletion_service.delete_phase.breaker import Breakers
 from deletion_service.delete_phase.decision import Action, Kind, Outcome, Policy, Verdict
+from deletion_service.delete_phase.offload_lane import OffloadLane
 from deletion_service.delete_phase.pipeline import DeletePipeline
 from deletion_service.failpoints import failpoint
 from deletion_service.metrics import DeletionMetrics
-from deletion_service.model import InvalidRequest, PendingDeleteLedgerInfo, decode
+from deletion_service.model import InvalidRequest, LedgerType, PendingDeleteLedgerInfo, decode
 from deletion_service.publisher import RequestPublisher
 
 _log = logging.getLogger(__name__)
@@ -87,6 +88,7 @@ class DeletePhaseWorker:
         clock: Callable[[], float] = time.time,
         on_settled: Callable[[Settled], None] | None = None,
         breakers: Breakers | None = None,
+        offload_lane: OffloadLane | None = None,
     ) -> None:
         self.requests, self.retries = requests, retries
         self.publisher, self.pipeline = publisher, pipeline
@@ -108,6 +110,7 @@ class DeletePhaseWorker:
         #: Set when the daemon stops: finish the batch in hand, retry nothing parked, take nothing new
         #: (what is left unacked returns to the subscription when the consumers close).
         self.stopping = threading.Event()
+        self.offload_lane = offload_lane
         #: Requests whose verification met a dependency outage: kept in hand, unacked, until it ends.
         self._on_hold: list[tuple[Received, Consumer]] = []
 
@@ -119,11 +122,18 @@ class DeletePhaseWorker:
 
     @property
     def idle(self) -> bool:
-        return not self.busy and not self._held and not self._undisposed and not self._on_hold
+        return (not self.busy and not self._held and not self._undisposed and not self._on_hold
+                and (self.offload_lane is None or self.offload_lane.in_flight == 0))
 
     @property
     def on_hold(self) -> int:
         return len(self._on_hold)
+
+    def dependencies_down(self) -> str | None:
+        """For ``/readyz``: every open breaker (metadata stores, the offload endpoint) and why, or None."""
+        lane = self.offload_lane.breaker if self.offload_lane is not None else None
+        down = [d for d in (self.breakers.down(), Breakers([lane]).down() if lane else None) if d]
+        return "; ".join(down) or None
 
     def stuck(self) -> str | None:
         """Why dispositions are failing, if one has kept failing for :data:`STUCK_AFTER_S`."""
@@ -156,12 +166,13 @@ class DeletePhaseWorker:
             if room <= 0:
                 time.sleep(min(wait_s, 0.2))  # full: take nothing new until the broker takes these
                 return 0
+            settled = self._settle_offloads()
             batch, self._on_hold = self._on_hold, []  # held through an outage now over: theirs is the turn
             self.metrics.on_hold.set(0)
             if not batch:
                 batch = self._collect(wait_s, room)
             if not batch:
-                return 0
+                return settled
             self.busy = True
             try:
                 return self._process(batch)
@@ -261,6 +272,9 @@ class DeletePhaseWorker:
             p = _Pending(msg, consumer, Action(Verdict.RECONSUME, "undecided"), request)
             pending.append(p)
             valid.append((p, request))
+        valid, in_lane = self._to_offload_lane(valid)
+        if in_lane:
+            pending = [p for p in pending if id(p) not in in_lane]  # the lane decides them; settled later
         if valid:
             tries = [dispose.attempts(p.message) for p, _ in valid]
             actions = self.pipeline.run([r for _, r in valid], tries, self.policy)
@@ -272,6 +286,37 @@ class DeletePhaseWorker:
             if id(p) not in deferred:
                 self._dispose(p)
         return len(pending)
+
+    def _to_offload_lane(self, valid: list[tuple[_Pending, PendingDeleteLedgerInfo]]
+                         ) -> tuple[list[tuple[_Pending, PendingDeleteLedgerInfo]], set[int]]:
+        """Offload requests go to their own lane (:mod:`.offload_lane`), so S3 never holds up a
+        BookKeeper deletion; those beyond its room go back to RETRY, their attempts unchanged."""
+        lane = self.offload_lane
+        offloads = [p for p, r in valid if r.ledger_type == LedgerType.OFFLOAD_LEDGER] if lane else []
+        if lane is None or not offloads:
+            return valid, set()
+        room = lane.room()
+        lane.submit(offloads[:room])
+        for p in offloads[room:]:
+            p.action = Action(Verdict.RECONSUME, "the offload lane is full (the offload endpoint is slow or down)",
+                              delay_s=min(30.0, self.policy.max_delay_s), kind=Kind.TRANSIENT, counts=False)
+        taken = {id(p) for p in offloads}
+        return [(p, r) for p, r in valid if id(p) not in taken], {id(p) for p in offloads[:room]}
+
+    def _settle_offloads(self) -> int:
+        """Dispose of the offload requests the lane has decided (this thread owns every disposition)."""
+        if self.offload_lane is None:
+            return 0
+        done = self.offload_lane.finished()
+        if not done:
+            return 0
+        count = len(done)
+        done = self._hold_if_down(done)  # the metadata store's outage, met while verifying offloads
+        deferred = self._publish_copies(done)
+        for p in done:
+            if id(p) not in deferred:
+                self._dispose(p)
+        return count
 
     def _hold_if_down(self, pending: list[_Pending]) -> list[_Pending]:
         """Keep the requests a dependency outage failed in hand (see :mod:`.breaker`); the rest go on."""
@@ -328,7 +373,7 @@ class DeletePhaseWorker:
     def _copy_of(p: _Pending) -> Outgoing:
         """The RETRY or DLQ copy of a message to reconsume or dead-letter."""
         if p.action.verdict == Verdict.RECONSUME:
-            return dispose.retry_copy(p.message, p.action.delay_s)
+            return dispose.retry_copy(p.message, p.action.delay_s, counts=p.action.counts)
         return dispose.dead_letter_copy(p.message, p.action.kind.value or "failed", p.action.reason,
                                         undecodable=p.undecodable)
 
