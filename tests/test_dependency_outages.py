@@ -92,3 +92,39 @@ def test_a_per_request_transient_failure_is_still_retried(zk_url: str, zookeeper
     assert worker.breakers.down() is None and worker.on_hold == 0
     store.close()
     bk_store.close()
+
+
+def _expire_session(store, hosts: str) -> None:  # noqa: ANN001
+    """ZooKeeper's own way to expire a session: another client joins it with its id and password and
+    leaves; the server then ends the session for both (what a long GC pause or partition does)."""
+    from kazoo.client import KazooClient
+
+    session_id, password = store._client.client_id
+    intruder = KazooClient(hosts=hosts, client_id=(session_id, password))
+    intruder.start(timeout=10)
+    intruder.stop()
+    intruder.close()
+
+
+def test_an_expired_zookeeper_session_is_ridden_out_without_spending_retries(
+        own_zookeeper: ZooKeeperServer, pulsar_broker: PulsarLiteBroker) -> None:
+    store = open_store(own_zookeeper.url)
+    world = make_world(store, store, pulsar_broker.service_url,
+                       twoPhaseDeletionReconsumeLaterInSeconds=1, twoPhaseDeletionMaxRetryDeleteCount=1)
+    ids = range(1, 31)
+    for lid in ids:
+        world.writer.bk_ledger(lid, pulsar_custom_metadata(TOPIC))
+    worker = world.start()
+    try:
+        old_session = store._client.client_id[0]
+        _expire_session(store, own_zookeeper.hosts)
+        for lid in ids:
+            world.service.send_pending_delete(request(TOPIC, lid))
+        world.drain(lambda w: w.outcomes().get("deleted", 0) == len(ids), timeout_s=90)
+        assert store._client.client_id[0] != old_session, "the session really expired and was replaced"
+    finally:
+        world.service.close()
+        world.service.broker.close()
+    assert {s.outcome.value for s in world.settled} == {"deleted"}, "no retry spent on the expiry"
+    assert worker.breakers.down() is None
+    store.close()
