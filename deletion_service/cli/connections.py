@@ -87,9 +87,9 @@ def connect_broker(opts: CommonOptions, config: DeletionConfig, topics: Deletion
         if own_broker:  # one daemon per data dir: a second is refused here, naming the first's pid
             embedded.claim("a ledger-deletion daemon (run or demo)")
             stack.callback(embedded.daemon_lock.release)
+        stack.callback(embedded.stop)  # before starting: Ctrl-C while it starts must not leave it running
         url = (embedded.replace() if own_broker else embedded.ensure()).serviceUrl
         known = embedded.subscription_known
-        stack.callback(embedded.stop)
     broker = PulsarBrokerClient(url, config.broker_auth_token_file, config.broker_tls_trust_certs_file,
                                 subscription_known=known)
     stack.callback(broker.close)

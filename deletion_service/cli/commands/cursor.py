@@ -24,12 +24,21 @@ from rich.console import Console
 from rich.table import Table
 
 from deletion_service.cli import connections, options, settings
-from deletion_service.cursor import CursorError, health, parse_position
+from deletion_service.cursor import CursorError, health, parse_position, persistence
 from deletion_service.cursor.ack_budget import PersistBudget
 from deletion_service.cursor.metrics import AckStateMetrics, EpochMetrics
-from deletion_service.cursor.reset import ResetOutcome, reset_stored_cursor
+from deletion_service.cursor.reset import ResetOutcome, check_position, reset_in_memory, reset_stored_cursor
 from deletion_service.errors import UsageError, UserError
-from metastore.formats import Position, TopicName, parse_topic
+from metastore.formats import (
+    FormatError,
+    Position,
+    TopicName,
+    decode_managed_ledger,
+    managed_ledger_path,
+    parse_topic,
+)
+from metastore.formats.node_reader import MissingNodeError, read_decoded
+from metastore.interface import MetadataStore
 
 app = typer.Typer(help="Cursor operations through the cursor core.", no_args_is_help=True)
 
@@ -53,39 +62,90 @@ def outcome_json(outcome: ResetOutcome) -> dict:
     }
 
 
-@app.command("reset", help="Move a subscription's read position (persists the cursor node).")
+@app.command("reset", help="Move a subscription's read position (persists the cursor node). --position takes "
+                            "LEDGER:ENTRY, earliest (the first listed ledger's first entry) or latest (after the "
+                            "last entry the metadata records).")
 def reset(
     ctx: typer.Context,
-    topic: Annotated[str, typer.Option(help="persistent://tenant/ns/topic")],
-    subscription: Annotated[str, typer.Option(help="the subscription (cursor) name")],
-    position: Annotated[str, typer.Option(help="LEDGER:ENTRY to read from next")],
+    topic: Annotated[str, typer.Option("--topic", "-t", help="persistent://tenant/ns/topic")],
+    subscription: Annotated[str, typer.Option("--subscription", "-s", help="the subscription (cursor) name")],
+    position: Annotated[str, typer.Option("--position", "-p", help="LEDGER:ENTRY, earliest or latest")],
+    dry_run: Annotated[bool, typer.Option(help="show what the reset would do; write nothing")] = False,
 ) -> None:
     opts = options.get(ctx)
-    try:
-        target = parse_position(position)
-        parsed = parse_topic(topic)
-    except ValueError as e:
-        raise UsageError(str(e)) from e
+    name = options.topic(topic)
     if not subscription:
         raise UsageError("--subscription must not be empty")
+    target = _explicit_position(position)
     config = settings.load(opts).config
-    labels = (config.cluster_name, f"{parsed.tenant}/{parsed.namespace}", str(parsed), subscription)
+    parsed = parse_topic(name)
+    labels = (config.cluster_name, f"{parsed.tenant}/{parsed.namespace}", name, subscription)
     with connections.open_metadata_store(opts, config, must_exist=True) as store:
         try:
-            outcome = reset_stored_cursor(store, str(parsed), subscription, target,
-                                          observer=EpochMetrics(*labels), budget=PersistBudget.from_config(config),
-                                          persist_observer=AckStateMetrics(*labels))
+            if target is None:
+                target = _named_position(store, name, position)
+            if dry_run:
+                outcome = preview_reset(store, name, subscription, target)
+            else:
+                outcome = reset_stored_cursor(store, name, subscription, target, observer=EpochMetrics(*labels),
+                                              budget=PersistBudget.from_config(config),
+                                              persist_observer=AckStateMetrics(*labels))
         except CursorError as e:
             raise UserError(str(e)) from e
     if opts.json:
-        typer.echo(json.dumps(outcome_json(outcome)))
+        typer.echo(json.dumps({**outcome_json(outcome), **({"dryRun": True} if dry_run else {})}))
         return
-    table = Table(title=f"cursor reset — {outcome.topic} / {outcome.subscription}")
+    table = Table(title=f"cursor reset — {outcome.topic} / {outcome.subscription}" + (" (dry run)" if dry_run else ""))
     for column in ("previous read", "new read", "mark-delete", "epoch", "node version"):
         table.add_column(column)
     table.add_row(*(f"{p.ledger_id}:{p.entry_id}" for p in (outcome.previous, outcome.position, outcome.mark_delete)),
-                  str(outcome.epoch), str(outcome.version))
+                  str(outcome.epoch), str(outcome.version) + (" (unchanged)" if dry_run else ""))
     Console().print(table)
+
+
+def _explicit_position(text: str) -> Position | None:
+    """``L:E`` parsed; None for earliest/latest (they need the ledger list); anything else a usage error."""
+    if text.lower() in ("earliest", "latest"):
+        return None
+    try:
+        return parse_position(text)
+    except ValueError as e:
+        raise UsageError(f"--position: {e}; or earliest, or latest") from e
+
+
+def _named_position(store: MetadataStore, topic: str, which: str) -> Position:
+    """earliest: the first listed ledger's entry 0; latest: after the last entry the last ledger records."""
+    try:
+        ml, _ = read_decoded(store, managed_ledger_path(topic), decode_managed_ledger, "managed-ledger")
+    except MissingNodeError as e:
+        raise UserError(f"no managed-ledger node for {topic} at {managed_ledger_path(topic)}") from e
+    except FormatError as e:
+        raise UserError(str(e)) from e
+    if not ml.ledgers:
+        raise UserError(f"the managed ledger of {topic} lists no ledgers: there is no {which.lower()} position")
+    if which.lower() == "earliest":
+        return Position(ml.ledgers[0].ledger_id, 0)
+    last = ml.ledgers[-1]
+    if last.entries is None:
+        raise UserError(f"the metadata of {topic} does not record how many entries ledger {last.ledger_id} holds "
+                        "(it is still open): give --position LEDGER:ENTRY")
+    return Position(last.ledger_id, last.entries)
+
+
+def preview_reset(store: MetadataStore, topic: str, subscription: str, target: Position) -> ResetOutcome:
+    """What ``reset_stored_cursor`` would write, from the same reads and the same in-memory change,
+    without the write: the node's version stays as read."""
+    stored = persistence.load(store, topic, subscription)
+    try:
+        ml, _ = read_decoded(store, managed_ledger_path(topic), decode_managed_ledger, "managed-ledger")
+    except (MissingNodeError, FormatError) as e:
+        raise CursorError(f"cannot read the managed ledger of {topic}: {e}") from e
+    check_position(ml, topic, target)
+    cursor = persistence.to_cursor(stored)
+    previous = cursor.read_position
+    epoch = reset_in_memory(cursor, target)
+    return ResetOutcome(topic, subscription, previous, cursor.read_position, cursor.mark_delete_position, epoch,
+                        stored.version)
 
 
 class Scope:
