@@ -187,7 +187,7 @@ def test_purge_by_age_and_everything(parked: Parked) -> None:
     assert _remaining_on_subscription(parked.service_url) == []  # the settlement markers were acked too
 
 
-def test_the_daemon_endpoint_and_the_cli_list_at_once(parked: Parked) -> None:
+def test_the_daemon_endpoint_and_the_cli_list_at_once_and_docs_are_served(parked: Parked) -> None:
     EmbeddedBroker(parked.data_dir).stop()  # the daemon owns its broker
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "deletion_service.cli.main", "run", "--data-dir",
@@ -204,6 +204,10 @@ def test_the_daemon_endpoint_and_the_cli_list_at_once(parked: Parked) -> None:
         with ThreadPoolExecutor(3) as pool:
             seen = [pool.submit(endpoint), pool.submit(endpoint), pool.submit(lambda: _ids(parked.listed()))]
             assert [f.result() for f in seen] == [list(parked.ids.values())] * 3
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/docs", timeout=10) as answer:
+            page = answer.read().decode()
+            assert answer.headers["Content-Type"].startswith("text/html")
+        assert "/openapi.json" in page and "GET /admin/v2/ledger-deletion/dlq" in page and "<script" not in page
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=60)

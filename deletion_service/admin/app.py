@@ -20,12 +20,13 @@ import hmac
 import json
 import logging
 from collections.abc import Callable
+from html import escape
 from typing import Annotated, Any
 
 from fastapi import FastAPI, Query, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.concurrency import run_in_threadpool
@@ -72,6 +73,7 @@ def create_app(deps: AdminDeps, max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI
     _add_inflight_route(app, deps)
     _add_dlq_route(app, deps)
     _add_delete_route(app, deps, max_body_bytes)
+    _add_docs_route(app)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -80,6 +82,32 @@ def create_app(deps: AdminDeps, max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app
+
+
+def _add_docs_route(app: FastAPI) -> None:
+    """``/docs``: the API documentation as one self-contained page rendered from the OpenAPI
+    document, where FastAPI's Swagger UI would load scripts from a CDN onto an admin port."""
+
+    @app.get("/docs", response_class=HTMLResponse, include_in_schema=False)
+    def docs() -> HTMLResponse:
+        return HTMLResponse(render_docs(app.openapi()))
+
+
+def render_docs(doc: dict[str, Any]) -> str:
+    """Every operation: method, path, summary, description and answers, then a link to /openapi.json."""
+    info = doc.get("info", {})
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(info.get('title', ''))}</title>"
+             "</head><body>", f"<h1>{escape(info.get('title', ''))} {escape(info.get('version', ''))}</h1>",
+             f"<p>{escape(info.get('description', ''))}</p>",
+             "<p>Machine-readable: <a href='/openapi.json'>/openapi.json</a> (OpenAPI 3).</p>"]
+    for path, operations in doc.get("paths", {}).items():
+        for method, op in operations.items():
+            answers = "".join(f"<li><code>{escape(str(code))}</code> {escape(r.get('description', ''))}</li>"
+                              for code, r in op.get("responses", {}).items())
+            parts.append(f"<h2><code>{escape(method.upper())} {escape(path)}</code></h2>"
+                         f"<p><b>{escape(op.get('summary', ''))}</b></p><p>{escape(op.get('description', ''))}</p>"
+                         f"<ul>{answers}</ul>")
+    return "".join(parts) + "</body></html>"
 
 
 def _add_error_handlers(app: FastAPI) -> None:
