@@ -57,6 +57,7 @@ class Daemon:
         self._thread: threading.Thread | None = None
         self._last_refresh = 0.0
         self._gauge_warned = False
+        self._gauges_read = False
         self.started_at = clock()
 
     def start(self) -> None:
@@ -72,15 +73,22 @@ class Daemon:
             except Exception:  # noqa: BLE001 - the loop must outlive any one batch
                 _log.exception("delete-phase loop error; continuing")
                 time.sleep(1)
-            if self.clock() - self._last_refresh >= self.metrics_refresh_s:
+            # Until the first trusted reading, try every second; then every metrics_refresh_s.
+            every = self.metrics_refresh_s if self._gauges_read else 1.0
+            if self.clock() - self._last_refresh >= every:
                 self.refresh_gauges()
 
     def refresh_gauges(self) -> None:
+        """The backlog gauges, once the broker's statistics can be trusted: not before they were
+        refreshed after this daemon started (``staleness_s``), or they would say 0 for requests parked."""
         self._last_refresh = self.clock()
+        if self.clock() - self.started_at < self.backlog.staleness_s:
+            return
         try:
             m, topics = self.service.metrics, self.service.topics
             m.estimated_inflight.set(estimated_inflight(self.backlog, topics))
             m.dlq_size.set(dlq_size(self.backlog, topics))
+            self._gauges_read = True
         except BrokerError as e:
             if not self._gauge_warned:
                 _log.warning("cannot refresh backlog gauges: %s", e)

@@ -7,6 +7,8 @@ one process) never share counters by accident.
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from deletion_service.delete_phase.decision import Outcome
 from deletion_service.delete_phase.facts import DeleteStatus
@@ -17,6 +19,33 @@ PREFIX = "pulsar_ledger_deletion"
 #: Seconds from a request's ``markedAt`` to its ledger's deletion: a trim's are seconds, an
 #: orphan's or a held retry's can be hours.
 SEND_TO_DELETE_BUCKETS = (1, 5, 15, 60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 24 * 3600, 3 * 86400)
+
+
+class LateGauge(Collector):
+    """A gauge with no sample until its first real reading.
+
+    The backlog gauges come from the broker's own statistics, which an embedded broker refreshes
+    every ~10 s and which name a topic only once it is loaded: read earlier, they say 0.  A 0
+    exported then would clear the "DLQ not empty" alert exactly when requests are parked, so
+    until a reading can be trusted there is no sample at all (Prometheus: "no data")."""
+
+    def __init__(self, name: str, documentation: str, registry: CollectorRegistry) -> None:
+        self.name, self.documentation = name, documentation
+        self.value: float | None = None
+        registry.register(self)
+
+    def set(self, value: float) -> None:
+        self.value = value
+
+    def describe(self) -> list[GaugeMetricFamily]:
+        return [GaugeMetricFamily(self.name, self.documentation)]
+
+    def collect(self) -> list[GaugeMetricFamily]:
+        if self.value is None:
+            return []
+        family = GaugeMetricFamily(self.name, self.documentation)
+        family.add_metric([], self.value)
+        return [family]
 
 
 class DeletionMetrics:
@@ -41,9 +70,9 @@ class DeletionMetrics:
         self.max_retry_reached = Counter(
             f"{PREFIX}_max_retry_reached", "Requests sent to the DLQ after twoPhaseDeletionMaxRetryDeleteCount",
             registry=r)
-        self.dlq_size = Gauge(f"{PREFIX}_dlq_size", "Messages waiting in the DLQ subscription", registry=r)
-        self.estimated_inflight = Gauge(
-            f"{PREFIX}_estimated_inflight", "Backlog of the deletion partitions plus RETRY", registry=r)
+        self.dlq_size = LateGauge(f"{PREFIX}_dlq_size", "Messages waiting in the DLQ subscription", r)
+        self.estimated_inflight = LateGauge(
+            f"{PREFIX}_estimated_inflight", "Backlog of the deletion partitions plus RETRY", r)
 
         self.undisposed = Gauge(
             f"{PREFIX}_undisposed", "Messages decided but not yet acked: their RETRY/DLQ publish or ack keeps "

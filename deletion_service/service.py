@@ -13,13 +13,14 @@ status instead of ack/reconsume/DLQ).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from deletion_service.broker.interface import BrokerClient
+from deletion_service.broker.interface import BrokerClient, BrokerError
 from deletion_service.config import DeletionConfig
 from deletion_service.delete_phase import dispose
 from deletion_service.delete_phase.breaker import Breaker, Breakers
@@ -36,6 +37,7 @@ from deletion_service.topics import DeletionTopics
 from metastore.interface import MetadataStore
 from offloaders.registry import OffloaderSettings
 
+_log = logging.getLogger(__name__)
 
 def policy_from(config: DeletionConfig) -> Policy:
     return Policy(
@@ -112,6 +114,12 @@ class LedgerDeletionService:
         self._consumers = [requests, retries]
         # Producers (and so subscriptions) for RETRY and DLQ exist before the first message needs them.
         self.publisher.prepare(self.topics.retry, self.topics.dlq)
+        # A restarted broker reports a subscription's backlog only once the subscription is loaded:
+        # touch the DLQ's, or the dlq_size gauge would read 0 with requests parked (nobody else does).
+        try:
+            self.broker.consumer([self.topics.dlq], self.topics.dlq_subscription, receiver_queue_size=1).close()
+        except BrokerError as e:
+            _log.warning("could not load the DLQ subscription (%s): the dlq_size gauge waits for it", e)
         self.worker = DeletePhaseWorker(requests, retries, self.publisher, self.pipeline,
                                         self.policy, self.metrics, batch_size=batch_size(self.config),
                                         on_settled=on_settled, breakers=self.breakers(),

@@ -283,7 +283,8 @@ def test_metrics_and_inflight_answer_while_running(data_dir: Path, tmp_path: Pat
         wait_until(lambda: deleted in get("/metrics"), 30, "three deletions on /metrics")
         metrics = get("/metrics")
         assert 'pulsar_ledger_deletion_deleted_total{type="LEDGER"} 3.0' in metrics
-        assert "pulsar_ledger_deletion_estimated_inflight" in metrics
+        # the backlog gauges have a sample once the broker's statistics were refreshed after start
+        wait_until(lambda: "pulsar_ledger_deletion_estimated_inflight" in get("/metrics"), 30, "the in-flight gauge")
         assert isinstance(json.loads(get("/admin/v2/broker-stats/estimated-inflight-deletion-ledger-count")), int)
         # Another command reuses the daemon's broker instead of starting a second one on the same data.
         owner = EmbeddedBroker(data_dir).read_info()
