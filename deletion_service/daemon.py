@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from deletion_service.broker.interface import BrokerError
+from deletion_service.daemon_summary import Summary
 from deletion_service.delete_phase.worker import DeletePhaseWorker
 from deletion_service.embedded.supervisor import BrokerSupervisor
 from deletion_service.errors import EXIT_FAILURE, EXIT_NOT_IDLE, EXIT_OK
@@ -46,6 +47,7 @@ class Daemon:
         metrics_refresh_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
         supervisor: BrokerSupervisor | None = None,
+        summary_every_s: float = 60.0,
     ) -> None:
         self.service = service
         self.supervisor = supervisor
@@ -59,6 +61,8 @@ class Daemon:
         self._gauge_warned = False
         self._gauges_read = False
         self.started_at = clock()
+        self.summary = Summary(service.metrics, summary_every_s, clock)
+        self._waiting_said = 0.0
 
     def start(self) -> None:
         self.worker = self.service.start()
@@ -77,6 +81,8 @@ class Daemon:
             every = self.metrics_refresh_s if self._gauges_read else 1.0
             if self.clock() - self._last_refresh >= every:
                 self.refresh_gauges()
+            if self.summary.due():
+                self.summary.log(self.worker)
 
     def refresh_gauges(self) -> None:
         """The backlog gauges, once the broker's statistics can be trusted: not before they were
@@ -126,11 +132,22 @@ class Daemon:
                 if last.idle:
                     _log.info("idle: nothing in flight")
                     return EXIT_OK
+                self._say_why_waiting()
             if deadline is not None and self.clock() >= deadline:
                 _log.warning("not idle after %.0fs: %s", max_wait_s, last.why_not)
                 return EXIT_NOT_IDLE
             self.stop_event.wait(poll_s)
         return EXIT_OK
+
+    def _say_why_waiting(self, every_s: float = 30.0) -> None:
+        """--exit-when-idle waiting out long retry delays: say how many and until when, now and then."""
+        w = self.worker
+        until = w.held_until() if w is not None else None
+        if w is None or until is None or self.clock() - self._waiting_said < every_s:
+            return
+        self._waiting_said = self.clock()
+        _log.info("waiting out retry delays: %d request(s) held, the last due at %s", w.held,
+                  time.strftime("%H:%M:%S", time.localtime(until)))
 
     def liveness(self) -> str | None:
         """``/healthz``: None while this daemon can do its work, else why not (then it is exiting)."""

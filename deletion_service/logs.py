@@ -1,4 +1,9 @@
-"""Logs for operators: readable text by default, one JSON object per line for log pipelines."""
+"""Logs for operators: readable text by default, one JSON object per line for log pipelines.
+
+Structured fields: a record logged with ``extra={"ledger": …, "topic": …, "outcome": …,
+"reason": …}`` carries them as JSON keys of their own, so a pipeline filters on
+``outcome == "dlq"`` instead of parsing prose out of ``msg``.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,9 @@ import time
 
 NOISY = ("kazoo", "pulsar", "pulsar-client", "botocore", "urllib3", "uvicorn.access")
 
+#: ``extra`` keys copied into a JSON log line as fields of their own.
+FIELDS = ("ledger", "ledgerType", "topic", "outcome", "reason", "messageId", "attempts", "summary")
+
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
@@ -18,6 +26,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "msg": record.getMessage(),
         }
+        out.update({k: getattr(record, k) for k in FIELDS if hasattr(record, k)})
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
         return json.dumps(out)

@@ -129,6 +129,14 @@ class DeletePhaseWorker:
     def on_hold(self) -> int:
         return len(self._on_hold)
 
+    @property
+    def undisposed(self) -> int:
+        return len(self._undisposed)
+
+    def held_until(self) -> float | None:
+        """When the last RETRY message held in memory falls due (Unix seconds), if any is held."""
+        return max(due for due, _, _ in self._held) / 1000 if self._held else None
+
     def dependencies_down(self) -> str | None:
         """For ``/readyz``: every open breaker (metadata stores, the offload endpoint) and why, or None."""
         lane = self.offload_lane.breaker if self.offload_lane is not None else None
@@ -447,4 +455,11 @@ class DeletePhaseWorker:
     def _log_outcome(self, p: _Pending, outcome: Outcome) -> None:
         what = p.request.describe() if p.request else f"message {p.message.message_id}"
         level = logging.WARNING if outcome in (Outcome.METADATA_MISMATCH, Outcome.DLQ) else logging.INFO
-        _log.log(level, "%s: %s (%s)", what, outcome.value, p.action.reason)
+        fields = {"outcome": outcome.value, "reason": p.action.reason, "messageId": p.message.message_id,
+                  "attempts": dispose.attempts(p.message)}
+        if p.request is not None:
+            fields.update(ledger=p.request.ledger_id, ledgerType=p.request.ledger_type.value,
+                          topic=p.request.topic_name)
+        # "deleted (deleted)" said it twice: the reason only when it adds something
+        detail = "" if p.action.reason in (outcome.value, "deleted", "absent") else f" ({p.action.reason})"
+        _log.log(level, "%s: %s%s", what, outcome.value, detail, extra=fields)

@@ -27,6 +27,13 @@ class LogFormat(StrEnum):
     json = "json"
 
 
+class LogLevel(StrEnum):
+    debug = "debug"
+    info = "info"
+    warning = "warning"
+    error = "error"
+
+
 def register(app: typer.Typer) -> None:
     @app.command(help="The daemon: delete-phase workers, admin HTTP API and /metrics. Stop with SIGTERM or Ctrl-C: "
                       "the batch in hand finishes, everything else returns to the subscription.")
@@ -38,7 +45,7 @@ def register(app: typer.Typer) -> None:
                  "figure the embedded broker has not refreshed yet counts as 0 when this daemon acknowledged "
                  "at least that many messages since")] = False,
         max_wait: Annotated[float | None, typer.Option(
-            help="with --exit-when-idle: exit 3 if not idle after this many seconds")] = None,
+            help="with --exit-when-idle: exit 3 if not idle after this many seconds [default: no limit]")] = None,
         admin_address: Annotated[str, typer.Option(
             help="HOST:PORT of the admin API and /metrics; a non-loopback host requires an admin token")] = (
             "127.0.0.1:8090"),
@@ -46,16 +53,22 @@ def register(app: typer.Typer) -> None:
             help="verify and report, delete nothing (requests stay queued for a real run)")] = False,
         log_format: Annotated[LogFormat, typer.Option(help="text for people, json for log pipelines")] = (
             LogFormat.text),
+        log_level: Annotated[LogLevel, typer.Option(help="the least severe level logged (--debug: debug)")] = (
+            LogLevel.info),
+        summary_every: Annotated[float, typer.Option(
+            help="seconds between one-line summaries in the log (what settled, what is held, what is down); "
+                 "0: none")] = 60.0,
     ) -> None:
         opts = options.get(ctx)
-        logs.configure(logging.DEBUG if opts.debug else logging.INFO, log_format.value, quiet_libraries=not opts.debug)
+        level = logging.DEBUG if opts.debug else getattr(logging, log_level.value.upper())
+        logs.configure(level, log_format.value, quiet_libraries=not opts.debug)
         cfg = settings.load(opts).config
         with open_environment(opts, cfg, own_broker=True) as env:
             if exit_when_idle and isinstance(env.backlog, NoBacklog):
                 raise UsageError("--exit-when-idle on a cluster needs --web-service-url to read the backlog")
             service = LedgerDeletionService(cfg, env.store, env.broker, env.bk_store, env.offload, dry_run=dry_run)
             supervisor = BrokerSupervisor(env.embedded) if env.embedded is not None and env.embedded.owned else None
-            daemon = Daemon(service, env.backlog, supervisor=supervisor)
+            daemon = Daemon(service, env.backlog, supervisor=supervisor, summary_every_s=summary_every)
             admin = start_admin(env, service, admin_address, daemon.liveness)
             previous = {sig: signal.signal(sig, lambda *_: daemon.stop_event.set())
                         for sig in (signal.SIGTERM, signal.SIGINT)}

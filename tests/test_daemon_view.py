@@ -1,0 +1,68 @@
+"""What the daemon tells an operator: structured JSON log fields, a periodic summary, --log-level,
+and why --exit-when-idle is still waiting (through the real CLI and the real embedded broker)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from deletion_service.cluster_writer import ClusterWriter, pulsar_custom_metadata
+from metastore import open_store
+from tests.cli_runner import run_cli
+from tests.harness import free_port
+from tests.test_daemon_cli import TOPIC, request_file, seed
+
+
+def _enqueue(data_dir: Path, tmp_path: Path, ids: range) -> None:
+    r = run_cli("enqueue", "--from-file", str(request_file(tmp_path / "r.jsonl", ids)), "--data-dir", str(data_dir))
+    assert r.returncode == 0, r.stderr
+
+
+def _run(data_dir: Path, *extra: str):  # noqa: ANN202
+    return run_cli("run", "--exit-when-idle", "--data-dir", str(data_dir), "--admin-address",
+                   f"127.0.0.1:{free_port()}", *extra, timeout=120)
+
+
+def test_json_logs_carry_fields_and_a_summary_and_say_nothing_twice(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    ids = range(1, 4)
+    seed(f"sqlite:///{data_dir / 'metadata.db'}", ids)
+    _enqueue(data_dir, tmp_path, ids)
+    r = _run(data_dir, "--max-wait", "60", "--log-format", "json", "--summary-every", "1")
+    assert r.returncode == 0, r.stderr
+    lines = [json.loads(line) for line in r.stderr.splitlines() if line.startswith("{")]
+    deleted = [x for x in lines if x.get("outcome") == "deleted"]
+    assert sorted(x["ledger"] for x in deleted) == list(ids)
+    assert all(x["topic"] == TOPIC and x["ledgerType"] == "LEDGER" and x["attempts"] == 0 for x in deleted)
+    assert not any("deleted (deleted)" in x["msg"] for x in lines)
+    summaries = [x for x in lines if "summary" in x]
+    assert summaries and sum(s["summary"]["deleted"] for s in summaries) <= len(ids)
+    assert all(s["msg"].startswith("last ") and "dependencies: ok" in s["msg"] for s in summaries)
+
+
+def test_log_level_warning_keeps_the_info_lines_out(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    seed(f"sqlite:///{data_dir / 'metadata.db'}", range(1, 2))
+    _enqueue(data_dir, tmp_path, range(1, 2))
+    r = _run(data_dir, "--max-wait", "60", "--log-level", "warning")
+    assert r.returncode == 0, r.stderr
+    assert " INFO " not in r.stderr and "delete phase running" not in r.stderr
+
+
+def test_exit_when_idle_says_how_many_it_waits_for_and_until_when(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    url = f"sqlite:///{data_dir / 'metadata.db'}"
+    with open_store(url) as store:
+        writer = ClusterWriter(store)
+        writer.ensure_layout()
+        for lid in (1, 2):
+            writer.bk_ledger(lid, pulsar_custom_metadata(TOPIC), state="OPEN")  # not yet: reconsumed
+    _enqueue(data_dir, tmp_path, range(1, 3))
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("twoPhaseDeletionReconsumeLaterInSeconds = 300\n")
+    r = _run(data_dir, "--max-wait", "8", "--config", str(cfg))
+    assert r.returncode == 3, r.stderr
+    assert "waiting out retry delays: 2 request(s) held, the last due at " in r.stderr
