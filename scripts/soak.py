@@ -2,7 +2,7 @@
 """Fault soak: SIGKILL trim, the daemon, cursor reset and the embedded broker at every failpoint and at
 random moments, on real ZooKeeper, the embedded broker and an S3 server; then drain and judge.
 
-    python scripts/soak.py --kills 1000 [--seed S] [--json] [--keep DIR]
+    python scripts/soak.py --kills 1000 [--seed S] [--json] [--max-minutes M] [--keep DIR]
 
 The last line is JSON: {"kills", "failpoints": [...], "requests", "deleted", "wronglyDeleted",
 "orphansLeft", "leakedProcesses", "recoverySeconds", ...}.  Exit 0 when both invariants held and no
@@ -28,11 +28,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kills", type=int, required=True, help="how many faults to inject")
     parser.add_argument("--seed", type=int, default=None, help="replay a run's choices (default: random)")
     parser.add_argument("--json", action="store_true", help="only progress lines, then the JSON line")
+    parser.add_argument("--max-minutes", type=float, default=None,
+                        help="start no new fault after this many minutes (then drain and judge)")
     parser.add_argument("--keep", type=Path, default=None, help="run in DIR and keep its logs")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     print(f"[soak] seed {seed}, {args.kills} faults", file=sys.stderr, flush=True)
-    result = run_soak(args.kills, seed, log=lambda s: print(s, file=sys.stderr, flush=True), root=args.keep)
+    result = run_soak(args.kills, seed, log=lambda s: print(s, file=sys.stderr, flush=True), root=args.keep,
+                      budget_s=None if args.max_minutes is None else args.max_minutes * 60)
     ok = result["wronglyDeleted"] == 0 and result["orphansLeft"] == 0 and result["leakedProcesses"] == 0
     if not args.json:
         for key in ("killsByFault", "missedFailpoints", "recoverySeconds", "daemonShutdownSeconds", "drain",
