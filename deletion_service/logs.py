@@ -11,11 +11,32 @@ import json
 import logging
 import sys
 import time
+from collections import deque
 
 NOISY = ("kazoo", "pulsar", "pulsar-client", "botocore", "urllib3", "uvicorn.access")
 
 #: ``extra`` keys copied into a JSON log line as fields of their own.
 FIELDS = ("ledger", "ledgerType", "topic", "outcome", "reason", "messageId", "attempts", "summary")
+
+
+class RecentProblems(logging.Handler):
+    """The last warnings and errors, kept for ``/status`` (an operator's "what went wrong last?")."""
+
+    def __init__(self, keep: int = 20) -> None:
+        super().__init__(logging.WARNING)
+        self.records: deque[dict[str, str]] = deque(maxlen=keep)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        ts = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.created))
+        self.records.append({"ts": ts, "level": record.levelname.lower(), "logger": record.name,
+                             "msg": record.getMessage()[:500]})
+
+
+_recent = RecentProblems()
+
+
+def recent_problems() -> list[dict[str, str]]:
+    return list(_recent.records)
 
 
 class JsonFormatter(logging.Formatter):
@@ -39,7 +60,7 @@ def configure(level: int = logging.INFO, fmt: str = "text", quiet_libraries: boo
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    root.handlers[:] = [handler, _recent]
     root.setLevel(level)
     for name in NOISY:
         logging.getLogger(name).setLevel(logging.CRITICAL if quiet_libraries else logging.WARNING)

@@ -97,7 +97,7 @@ def test_openapi_documents_every_route_and_status() -> None:
     assert set(ops) == {
         ("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics"),
         ("GET", "/admin/v2/broker-stats/estimated-inflight-deletion-ledger-count"),
-        ("GET", "/admin/v2/ledger-deletion/dlq"), ("POST", "/admin/v2/ledger-deletion/delete"),
+        ("GET", "/admin/v2/ledger-deletion/dlq"), ("POST", "/admin/v2/ledger-deletion/delete"), ("GET", "/status"),
     }
     for op in ops.values():
         assert op["summary"] and op["description"]

@@ -66,3 +66,42 @@ def test_exit_when_idle_says_how_many_it_waits_for_and_until_when(tmp_path: Path
     r = _run(data_dir, "--max-wait", "8", "--config", str(cfg))
     assert r.returncode == 3, r.stderr
     assert "waiting out retry delays: 2 request(s) held, the last due at " in r.stderr
+
+
+def test_status_shows_what_is_in_hand_and_the_last_problems(tmp_path: Path) -> None:
+    """A request for an open ledger is held for its retry delay: status says so, with until when."""
+    import signal
+
+    from tests.harness import wait_until
+    from tests.test_daemon_cli import _answers, _start_daemon
+
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    with open_store(f"sqlite:///{data_dir / 'metadata.db'}") as store:
+        writer = ClusterWriter(store)
+        writer.ensure_layout()
+        writer.bk_ledger(1, pulsar_custom_metadata(TOPIC), state="OPEN")
+    _enqueue(data_dir, tmp_path, range(1, 2))
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("twoPhaseDeletionReconsumeLaterInSeconds = 300\n")
+    port = free_port()
+    proc = _start_daemon(data_dir, "--config", str(cfg), port=port)
+    address = f"127.0.0.1:{port}"
+    try:
+        wait_until(lambda: _answers(f"http://{address}/healthz"), 60, "the daemon", proc=proc)
+
+        def held() -> bool:
+            r = run_cli("status", "--admin-address", address, "--json")
+            return r.returncode == 0 and json.loads(r.stdout)["inHand"].get("held") == 1
+
+        wait_until(held, 60, "the request held for its retry delay", proc=proc, interval=0.5)
+        answer = json.loads(run_cli("status", "--admin-address", address, "--json").stdout)
+        assert answer["inHand"]["heldUntil"] is not None and answer["inHand"]["dependenciesDown"] is None
+        assert set(answer["dependencies"]) >= {"metadataStore", "broker"}
+        assert all(v == "ok" for v in answer["dependencies"].values())
+        table = run_cli("status", "--admin-address", address)
+        assert table.returncode == 0 and "held" in table.stdout and "heldUntil" in table.stdout
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    run_cli("status", "--admin-address", address).assert_one_line_error(1, "no daemon answers", address)

@@ -37,6 +37,7 @@ from deletion_service.admin.deps import AdminDeps
 from deletion_service.admin.outcomes import UNAVAILABLE_RETRY_AFTER_S, HttpOutcome, http_answer
 from deletion_service.admin.request_body import check_text, json_body, read_capped
 from deletion_service.admin.schemas import Answer, DlqEntryModel, ReadyAnswer, payload_schemas
+from deletion_service.admin.status import add_status_route
 from deletion_service.broker.interface import BrokerError
 from deletion_service.dlq import list_dlq
 from deletion_service.inflight import estimated_inflight
@@ -74,6 +75,7 @@ def create_app(deps: AdminDeps, max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI
     _add_dlq_route(app, deps)
     _add_delete_route(app, deps, max_body_bytes)
     _add_docs_route(app)
+    add_status_route(app, deps)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

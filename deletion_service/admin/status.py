@@ -1,0 +1,55 @@
+"""``GET /status``: what the daemon has in hand, what waits and until when, recent problems, dependencies.
+
+The metrics answer "how many, over time"; an operator paged at night asks "what
+is it doing right now, and what went wrong last?".  This answers that in one
+read, for ``ledger-deletion status`` and for a human with curl.  Read-only and,
+like ``/metrics``, unauthenticated: it names counts, times and log lines, never
+secrets.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fastapi import FastAPI
+
+from deletion_service import logs
+from deletion_service.admin.deps import AdminDeps
+
+STATUS_PATH = "/status"
+
+STATUS_DOC: dict[str, Any] = {
+    "tags": ["health"],
+    "summary": "What the daemon is doing now",
+    "description": "Requests in hand, held for a retry delay (and until when), held through a dependency "
+                   "outage, waiting for the broker to take their disposition; the last warnings and errors; "
+                   "and whether each dependency answers (the same probes as `/readyz`).",
+}
+
+
+def _iso(seconds: float | None) -> str | None:
+    return None if seconds is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+def status(deps: AdminDeps) -> dict[str, Any]:
+    worker = deps.service.worker if deps.service is not None else None
+    in_hand: dict[str, Any] = {"running": worker is not None}
+    if worker is not None:
+        lane = worker.offload_lane
+        in_hand.update(busy=worker.busy, held=worker.held, heldUntil=_iso(worker.held_until()),
+                       onHold=worker.on_hold, undisposed=worker.undisposed,
+                       offloadLane=lane.in_flight if lane is not None else 0,
+                       dependenciesDown=worker.dependencies_down())
+    checks = deps.readiness()
+    return {
+        "inHand": in_hand,
+        "dependencies": {name: why or "ok" for name, why in checks.items()},
+        "recentProblems": logs.recent_problems(),
+    }
+
+
+def add_status_route(app: FastAPI, deps: AdminDeps) -> None:
+    @app.get(STATUS_PATH, **STATUS_DOC)
+    def get_status() -> dict[str, Any]:
+        return status(deps)

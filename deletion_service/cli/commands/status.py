@@ -1,0 +1,63 @@
+"""``status``: ask a running daemon what it is doing (its ``/status``), as tables or ``--json``."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from deletion_service.cli import options
+from deletion_service.errors import UserError
+
+
+def register(app: typer.Typer) -> None:
+    app.command(help="What a running daemon has in hand, what waits and until when, its last warnings and "
+                     "errors, and whether its dependencies answer (reads the daemon's /status).")(status)
+
+
+def fetch(address: str, timeout_s: float = 5.0) -> dict[str, Any]:
+    url = f"http://{address}/status"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as r:
+            return json.loads(r.read())
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        reason = getattr(e, "reason", e)
+        raise UserError(f"no daemon answers at {url} ({reason}); is `ledger-deletion run` running? "
+                        "Give its --admin-address") from e
+
+
+def status(
+    ctx: typer.Context,
+    admin_address: Annotated[str, typer.Option(help="HOST:PORT of the daemon's admin API")] = "127.0.0.1:8090",
+) -> None:
+    opts = options.get(ctx)
+    answer = fetch(admin_address)
+    if opts.json:
+        typer.echo(json.dumps(answer, indent=2))
+        return
+    console = Console()
+    hand = Table(title=f"ledger-deletion at {admin_address}", show_header=False)
+    for key, value in answer.get("inHand", {}).items():
+        hand.add_row(key, "—" if value is None else str(value))
+    console.print(hand)
+    deps = Table(title="dependencies")
+    deps.add_column("dependency")
+    deps.add_column("state")
+    for name, state in answer.get("dependencies", {}).items():
+        deps.add_row(name, "[green]ok[/]" if state == "ok" else f"[red]{state}[/]")
+    console.print(deps)
+    problems = answer.get("recentProblems", [])
+    if not problems:
+        console.print("no warnings or errors lately")
+        return
+    recent = Table(title="last warnings and errors")
+    for column in ("time", "level", "message"):
+        recent.add_column(column)
+    for p in problems[-10:]:
+        recent.add_row(p["ts"], p["level"], p["msg"])
+    console.print(recent)
