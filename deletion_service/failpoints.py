@@ -35,7 +35,8 @@ POINTS: dict[str, str] = {
     "trim.after-receipts": "trim has every receipt; the managed-ledger node is not written yet",
     "trim.after-write": "trim wrote the managed-ledger node without the receipted ledgers",
     "delete.before-storage": "the delete phase verified a batch; nothing deleted yet",
-    "delete.between-bookkeeper-and-offload": "a batch's BookKeeper deletes are done; its offload deletes not",
+    "delete.between-bookkeeper-and-offload": "a batch's BookKeeper deletes are done; its offload requests wait "
+                                             "in the offload lane",
     "delete.before-ack": "a request's deletion (or verdict) is done; its message is not acked",
     "retry.after-publish": "a RETRY copy is receipted; the original is not acked",
     "dlq.after-publish": "a DLQ copy is receipted; the original is not acked",

@@ -80,8 +80,6 @@ class Executor:
                                  strict=True):
                 results[i] = result
         offload = [i for i in deletes if actions[i].verdict == Verdict.DELETE_OFFLOAD]
-        if bk and offload:
-            failpoint("delete.between-bookkeeper-and-offload")
         for i, result in zip(offload, in_parallel([(lambda i=i: self._delete_offload(facts[i])) for i in offload]),
                              strict=True):
             results[i] = result

@@ -288,6 +288,8 @@ class DeletePhaseWorker:
             actions = self.pipeline.run([r for _, r in valid], tries, self.policy)
             for (p, _), action in zip(valid, actions, strict=True):
                 p.action = action
+        if in_lane:  # this batch's BookKeeper deletes are done; its offload deletes wait in their lane
+            failpoint("delete.between-bookkeeper-and-offload")
         pending = self._hold_if_down(pending)
         deferred = self._publish_copies(pending)
         for p in pending:
