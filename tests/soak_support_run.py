@@ -40,7 +40,7 @@ from deletion_service.embedded.broker import alive
 from deletion_service.failpoints import POINTS
 from tests.harness import free_port
 from tests.soak_support import ClusterState, Servers
-from tests.soak_support_procs import KILLED, Cli, Daemon, TrimDriver, broker_pids, leaked_processes
+from tests.soak_support_procs import KILLED, Cli, Daemon, TrimDriver, TrimOutcome, broker_pids, leaked_processes
 
 #: Which process reaches each failpoint (the soak arms that one).
 TARGET = {
@@ -255,17 +255,17 @@ class Soak:
         self.record.kills[name] += 1
         self._trim_recovery(name, killed)
 
-    def _trim_recovery(self, fault: str, killed: object) -> None:
+    def _trim_recovery(self, fault: str, killed: TrimOutcome) -> None:
         """Until a trim of the killed trim's topic (re-run at once by the driver) exits 0."""
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            after = [o for o in self.trims.since(0) if o.started >= killed.ended and o.topic == killed.topic]  # type: ignore[attr-defined]
+            after = [o for o in self.trims.since(0) if o.started >= killed.ended and o.topic == killed.topic]
             done = next((o for o in after if o.code == 0), None)
             if done is not None:
-                self.record.recovery[fault].append(done.ended - killed.ended)  # type: ignore[attr-defined]
+                self.record.recovery[fault].append(done.ended - killed.ended)
                 return
             time.sleep(0.1)
-        self.record.note(f"{fault}: no successful trim of {killed.topic} within 120 s")  # type: ignore[attr-defined]
+        self.record.note(f"{fault}: no successful trim of {killed.topic} within 120 s")
 
     def _reset_failpoint(self, name: str) -> None:
         """``cursor reset`` to a listed position, killed before its write, then run again."""
