@@ -15,12 +15,17 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import signal
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.soak_support_run import run_soak  # noqa: E402 - after the path is set
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="start no new fault after this many minutes (then drain and judge)")
     parser.add_argument("--keep", type=Path, default=None, help="run in DIR and keep its logs")
     args = parser.parse_args(argv)
+    # SIGTERM (how a background run is stopped; a background job ignores SIGINT) unwinds like Ctrl-C,
+    # so the soak stops every process it started before exiting.
+    signal.signal(signal.SIGTERM, _interrupt)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     print(f"[soak] seed {seed}, {args.kills} faults", file=sys.stderr, flush=True)
     result = run_soak(args.kills, seed, log=lambda s: print(s, file=sys.stderr, flush=True), root=args.keep,

@@ -50,13 +50,6 @@ TARGET = {
     "cursor.reset-before-write": "reset", "broker.starting": "daemon",
 }
 assert set(TARGET) == set(POINTS), "a failpoint the soak does not know how to reach"
-#: Failpoints no real process can reach today, and why (reported, not planned: a plan slot would
-#: only wait out FAILPOINT_WAIT_S).  Since the offload lane (82b9482) the daemon never deletes
-#: BookKeeper ledgers and offloaded copies in one batch, so nothing runs between the two.
-UNREACHABLE = {
-    "delete.between-bookkeeper-and-offload": "the daemon deletes offloaded copies in its offload lane, never in a "
-                                             "batch with BookKeeper deletes (since 82b9482)",
-}
 REQUEST_TOPIC = "persistent://pulsar/system/__soak_deletion"
 GRACE_S = 15  # twoPhaseDeletionInUseGraceSeconds: far above a trim's send-to-write time, even here
 FAILPOINT_WAIT_S = 60  # a failpoint not reached by then is reported uncovered (this time), not waited for
@@ -64,7 +57,7 @@ FAILPOINT_WAIT_S = 60  # a failpoint not reached by then is reported uncovered (
 
 def plan(kills: int) -> list[str]:
     """Failpoint, failpoint, random, …: every failpoint comes up in turn."""
-    points, out = [p for p in POINTS if p not in UNREACHABLE], []
+    points, out = list(POINTS), []
     for k in range(kills):
         out.append("random" if k % 3 == 2 else points[(k - k // 3) % len(points)])
     return out
@@ -400,7 +393,6 @@ class Soak:
             "seconds": round(time.monotonic() - started, 1),
             "killsByFault": dict(sorted(self.record.kills.items())),
             "missedFailpoints": dict(self.record.missed),
-            "unreachableFailpoints": UNREACHABLE,
             "recoverySeconds": {f: _summary(v) for f, v in sorted(self.record.recovery.items())},
             "daemonShutdownSeconds": _summary(self.daemon.shutdown_s),
             "daemonExits": dict(self.daemon.exits),
