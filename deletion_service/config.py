@@ -75,6 +75,10 @@ class DeletionConfig(BaseModel):
     ledger_deletion_subscription: str = "ledger-deletion"
     ledger_deletion_dlq_subscription: str = "ledger-deletion-dlq"
     bookkeeper_ledgers_root_path: str = "/ledgers"
+    # ours, the audit trail (<data-dir>/audit/audit-<n>.jsonl): a file holds at most this many bytes
+    # before the next one starts; and whether every record is also published to <topic>-AUDIT
+    ledger_deletion_audit_file_max_bytes: Annotated[int, Field(ge=4096)] = 64 * 1024 * 1024
+    ledger_deletion_audit_topic_enabled: bool = False
 
     @field_validator("offload_allowed_drivers", "offload_allowed_buckets", "offload_allowed_endpoints", mode="before")
     @classmethod
