@@ -10,10 +10,10 @@ provably ends in ack, reconsume or DLQ.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
-from deletion_service.delete_phase.facts import DeleteResult, DeleteStatus, Facts
+from deletion_service.delete_phase.facts import DeleteResult, DeleteStatus, Evidence, Facts
 from deletion_service.delete_phase.verify import mismatch
 from deletion_service.model import LedgerType, PendingDeleteLedgerInfo, Reason
 
@@ -42,6 +42,7 @@ class Kind(StrEnum):
     NOT_YET = "not-yet"  # the ledger's state: OPEN, IN_RECOVERY, too young
     IN_USE_GRACE = "in-use-grace"  # still listed, but its mark phase may not have written yet
     TRANSIENT = "transient"  # a dependency failed
+    CROSS_NAMESPACE = "cross-namespace"  # read from one namespace's topic, naming another's ledger
 
 
 class Outcome(StrEnum):
@@ -67,6 +68,9 @@ class Action:
     cause: Kind = Kind.NONE
     #: for RECONSUME: False when the request was never tried (deferred through an outage): attempts unchanged
     counts: bool = True
+    #: what was verified (and deleted) on the way to this action, for the audit trail; filled by the
+    #: pipeline, not by the table, and not part of the verdict (so not compared)
+    evidence: Evidence | None = field(default=None, compare=False)
 
     @property
     def transient(self) -> bool:

@@ -16,11 +16,17 @@ from collections.abc import Callable, Sequence
 from tenacity import Retrying
 
 from deletion_service.delete_phase.decision import Action, Verdict
-from deletion_service.delete_phase.facts import DeleteResult, DeleteStatus, Facts
+from deletion_service.delete_phase.facts import DeleteResult, DeleteStatus, Facts, OffloadObject
 from deletion_service.delete_phase.gather import TRANSIENT, in_parallel, in_process_retry
 from deletion_service.failpoints import failpoint
 from metastore.interface import MetadataStore, NodeDeleteOutcome
-from offloaders.interface import ObjectDeleteOutcome, OffloadError, OffloadTransientError
+from offloaders.interface import (
+    ObjectDeleteOutcome,
+    Offloader,
+    OffloadError,
+    OffloadTarget,
+    OffloadTransientError,
+)
 from offloaders.registry import OffloaderSettings, offloader_for
 
 
@@ -114,6 +120,7 @@ class Executor:
         self.limiter.acquire()
         try:
             offloader = offloader_for(off.target.driver_name, self.offload)
+            sizes = self.retry()(_sizes, offloader, off.target)
             outcomes = self.retry()(offloader.delete_all, off.target)
         except OffloadTransientError as e:
             return DeleteResult(DeleteStatus.TRANSIENT, str(e))
@@ -121,8 +128,18 @@ class Executor:
             return DeleteResult(DeleteStatus.FAILED, str(e))
         except Exception as e:  # noqa: BLE001 - a surprise from one target stays with its request
             return DeleteResult(DeleteStatus.TRANSIENT, f"{type(e).__name__}: {e}")
-        deleted = any(o == ObjectDeleteOutcome.DELETED for o in outcomes.values())
-        return DeleteResult(DeleteStatus.DELETED if deleted else DeleteStatus.ABSENT)
+        deleted = tuple(OffloadObject(name, sizes.get(name, -1)) for name, o in outcomes.items()
+                        if o == ObjectDeleteOutcome.DELETED)
+        return DeleteResult(DeleteStatus.DELETED if deleted else DeleteStatus.ABSENT, objects=deleted)
+
+
+def _sizes(offloader: Offloader, target: OffloadTarget) -> dict[str, int]:
+    """Each object's size, read just before it is deleted: the audit trail says what went, and how much.
+
+    A handful of HEADs per ledger (data and index, per segment), next to the deletes themselves;
+    an object absent here and deleted anyway (written in between) is recorded with size -1."""
+    heads = (offloader.head(target, name) for name in offloader.object_names(target))
+    return {h.name: h.size for h in heads if h is not None}
 
 
 DELETES = frozenset({Verdict.DELETE_BOOKKEEPER, Verdict.DELETE_OFFLOAD})

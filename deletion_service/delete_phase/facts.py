@@ -70,6 +70,39 @@ class Facts:
     notes: tuple[str, ...] = field(default=())
 
 
+@dataclass(frozen=True)
+class OffloadObject:
+    """One tiered-storage object a delete removed, with the size a HEAD saw just before."""
+
+    key: str
+    size: int
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the delete phase verified before it settled a request, kept for the audit trail.
+
+    Taken from the facts the decision read and the delete that ran, never re-read
+    afterwards: an audit record must say what the daemon *acted on*, not what the
+    store holds by the time someone asks.  ``references`` is why the ledger was
+    still in use (empty: nothing referenced it when checked)."""
+
+    bk_version: int | None = None
+    custom_metadata: tuple[tuple[str, str], ...] = ()  # BookKeeper's custom metadata, values as UTF-8 text
+    references: tuple[str, ...] = ()
+    offload_objects: tuple[OffloadObject, ...] = ()  # deleted, with their sizes
+
+    @classmethod
+    def of(cls, facts: Facts, result: DeleteResult | None) -> Evidence:
+        bk = facts.bookkeeper
+        custom: tuple[tuple[str, str], ...] = ()
+        if bk is not None and bk.metadata is not None:
+            custom = tuple(sorted((k, v.decode("utf-8", errors="replace"))
+                                  for k, v in bk.metadata.custom_metadata.items()))
+        return cls(bk_version=bk.version if bk is not None else None, custom_metadata=custom,
+                   references=facts.references, offload_objects=result.objects if result is not None else ())
+
+
 class DeleteStatus(StrEnum):
     DELETED = "deleted"
     ABSENT = "absent"  # already gone: success
@@ -85,3 +118,5 @@ class DeleteResult:
 
     status: DeleteStatus
     detail: str = ""
+    #: offload deletes: the objects this delete removed (not those already gone), with their sizes
+    objects: tuple[OffloadObject, ...] = ()

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 
 from deletion_service.delete_phase import decision
 from deletion_service.delete_phase.decision import Action, Kind, Policy
 from deletion_service.delete_phase.execute import DELETES, Executor
-from deletion_service.delete_phase.facts import DeleteResult, Facts
+from deletion_service.delete_phase.facts import DeleteResult, Evidence, Facts
 from deletion_service.delete_phase.gather import FactGatherer
 from deletion_service.metrics import DeletionMetrics
 from deletion_service.model import PendingDeleteLedgerInfo
@@ -47,15 +48,17 @@ class DeletePipeline:
             results: list[DeleteResult | None] = self.executor.run(actions, facts)
         except Exception as e:  # noqa: BLE001 - the executor isolates per request; this is the last guard
             _log.exception("unexpected error while deleting a batch")
-            return [a if a.verdict not in DELETES else
-                    decision.retry_later(f"{type(e).__name__}: {e}", t, policy, kind=Kind.INTERNAL_ERROR)
-                    for a, t in zip(actions, attempts, strict=True)]
+            return [replace(a if a.verdict not in DELETES else
+                            decision.retry_later(f"{type(e).__name__}: {e}", t, policy, kind=Kind.INTERNAL_ERROR),
+                            evidence=Evidence.of(f, None))
+                    for a, f, t in zip(actions, facts, attempts, strict=True)]
         settled = []
-        for request, action, result, tries in zip(requests, actions, results, attempts, strict=True):
+        for request, action, result, f, tries in zip(requests, actions, results, facts, attempts, strict=True):
             if result is not None:
                 self.metrics.count_delete(request.ledger_type.value, result.status)
                 action = decision.settle_delete(action, result, tries, policy)
-            settled.append(action)
+            # What was verified and deleted rides along with the verdict, for the audit trail.
+            settled.append(replace(action, evidence=Evidence.of(f, result)))
         return settled
 
     def _gather(self, requests: Sequence[PendingDeleteLedgerInfo], attempts: Sequence[int]) -> list[Facts]:
