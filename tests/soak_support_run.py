@@ -97,7 +97,7 @@ class Soak:
         self.servers = Servers(root).start()
         self.state = ClusterState(self.servers, topics=4, rng=random.Random(seed + 1))
         self.state.build()
-        (root / "logs").mkdir()
+        (root / "logs").mkdir(exist_ok=True)
         cfg = root / "soak.toml"
         cfg.write_text(
             f'ledgerDeletionTopic = "{REQUEST_TOPIC}"\ntwoPhaseDeletionLedgerDeletionParallelism = 2\n'
