@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from deletion_service.audit.writer import AuditWriter
 from deletion_service.broker.interface import BrokerClient, BrokerError
 from deletion_service.config import DeletionConfig
 from deletion_service.delete_phase import dispose
@@ -88,6 +89,7 @@ class LedgerDeletionService:
         offload: OffloaderSettings | None = None,
         metrics: DeletionMetrics | None = None,
         dry_run: bool = False,
+        audit: AuditWriter | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -105,10 +107,12 @@ class LedgerDeletionService:
         self.worker: DeletePhaseWorker | None = None
         self._consumers: list = []
         self._sync_lock = threading.Lock()
+        self.audit = audit  # every settled request gets one record (``deletion_service/audit/``)
 
     # ---- lifecycle
 
     def start(self, on_settled: Callable[[Settled], None] | None = None) -> DeletePhaseWorker:
+        on_settled = self._audited(on_settled)
         requests = self.broker.consumer(self.topics.partition_topics, self.topics.subscription)
         retries = self.broker.consumer([self.topics.retry], self.topics.subscription)
         self._consumers = [requests, retries]
@@ -127,6 +131,19 @@ class LedgerDeletionService:
                                                                  lambda p: dispose.attempts(p.message),
                                                                  batch_size=min(100, batch_size(self.config))))
         return self.worker
+
+    def _audited(self, on_settled: Callable[[Settled], None] | None) -> Callable[[Settled], None] | None:
+        """The worker's hook, with the audit record first: written before anyone else hears of the settle."""
+        audit = self.audit
+        if audit is None:
+            return on_settled
+
+        def settled(s: Settled) -> None:
+            audit.on_settled(s)
+            if on_settled is not None:
+                on_settled(s)
+
+        return settled
 
     def breakers(self) -> Breakers:
         """One per metadata store: what a request's verification cannot do without."""
@@ -169,6 +186,8 @@ class LedgerDeletionService:
         policy = replace(self.policy, max_retries=2**31)
         with self._sync_lock:
             [action] = self.pipeline.run([request], [0], policy)
+            if self.audit is not None:
+                self.audit.on_sync(request, action)
         return sync_result(action)
 
 

@@ -53,7 +53,7 @@ COMMON_PANEL = "Common options (before or after the subcommand)"
 LAZY_COMMANDS = {
     "run": "run", "demo": "demo", "enqueue": "mark", "trim": "mark", "inflight": "inflight", "dlq": "dlq",
     "config": "config", "scan-orphans": "scan_orphans", "inspect": "inspect", "cursor": "cursor",
-    "status": "status",
+    "status": "status", "audit": "audit",
 }
 
 

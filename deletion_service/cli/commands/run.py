@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from deletion_service import logs
+from deletion_service.audit.wiring import daemon_writer
 from deletion_service.cli import options, settings
 from deletion_service.cli.admin_wiring import start_admin
 from deletion_service.cli.command_environment import open_environment
@@ -66,7 +67,9 @@ def register(app: typer.Typer) -> None:
         with open_environment(opts, cfg, own_broker=True) as env:
             if exit_when_idle and isinstance(env.backlog, NoBacklog):
                 raise UsageError("--exit-when-idle on a cluster needs --web-service-url to read the backlog")
-            service = LedgerDeletionService(cfg, env.store, env.broker, env.bk_store, env.offload, dry_run=dry_run)
+            audit = daemon_writer(cfg, opts.data_dir, env.broker)
+            service = LedgerDeletionService(cfg, env.store, env.broker, env.bk_store, env.offload, dry_run=dry_run,
+                                            audit=audit)
             supervisor = BrokerSupervisor(env.embedded) if env.embedded is not None and env.embedded.owned else None
             daemon = Daemon(service, env.backlog, supervisor=supervisor, summary_every_s=summary_every)
             admin = start_admin(env, service, admin_address, daemon.liveness)
@@ -86,6 +89,7 @@ def register(app: typer.Typer) -> None:
                 _log.info("stopping: finishing the batch in hand")
                 daemon.stop()
                 admin.stop()
+                audit.close()
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
             _log.info("stopped")

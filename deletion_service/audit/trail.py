@@ -1,0 +1,122 @@
+"""Where the trail lives on disk: ``<data-dir>/audit/audit-<n>.jsonl`` in order of ``n``, and the anchor.
+
+Files are numbered from 1 and read in numeric order (``audit-10`` after ``audit-9``);
+a record never spans two files.  The anchor (``anchor.json``) is the writer's note
+of the last record it appended — seq, file and hash — rewritten after each append,
+so that cutting whole records off the end of the newest file (which leaves no
+broken link behind) is still seen by ``verify``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+AUDIT_DIR = "audit"
+ANCHOR = "anchor.json"
+LOCK = ".lock"
+_NAME = re.compile(r"audit-([1-9][0-9]*)\.jsonl")
+
+
+def audit_dir(data_dir: Path) -> Path:
+    return data_dir / AUDIT_DIR
+
+
+def file_path(directory: Path, n: int) -> Path:
+    return directory / f"audit-{n}.jsonl"
+
+
+def files(directory: Path) -> list[tuple[int, Path]]:
+    """Every trail file, oldest first."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    found = [(int(m.group(1)), directory / name) for name in names if (m := _NAME.fullmatch(name))]
+    return sorted(found)
+
+
+def lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
+    """``(line number, bytes without the newline, complete)`` of one file; only the last line can be
+    incomplete (a write cut short, or a file truncated by hand)."""
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            complete = raw.endswith(b"\n")
+            yield number, raw.removesuffix(b"\n"), complete
+
+
+@dataclass(frozen=True)
+class Tail:
+    """The end of the newest file: what the next record continues from."""
+
+    n: int  # the newest file's number (0: no file yet)
+    size: int  # its size in bytes
+    ino: int
+    last: bytes | None  # the trail's last complete line (of an older file if this one has none)
+    partial: bool  # it ends inside a line
+
+
+def read_tail(directory: Path) -> Tail:
+    """The last complete line of the newest non-empty file, reading backwards only as far as needed."""
+    trail = files(directory)
+    if not trail:
+        return Tail(0, 0, 0, None, False)
+    n, path = trail[-1]
+    stat = path.stat()
+    ends_inside = False
+    for _, older in reversed(trail):
+        last, partial = _last_line(older)
+        ends_inside = ends_inside or (partial and older == path)
+        if last is not None:
+            return Tail(n, stat.st_size, stat.st_ino, last, ends_inside)
+    return Tail(n, stat.st_size, stat.st_ino, None, ends_inside)
+
+
+def _last_line(path: Path, chunk: int = 65_536) -> tuple[bytes | None, bool]:
+    """``(last complete line, the file ends inside a line)``."""
+    with open(path, "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size == 0:
+            return None, False
+        want = chunk
+        while True:
+            start = max(0, size - want)
+            f.seek(start)
+            data = f.read(size - start)
+            partial = not data.endswith(b"\n")
+            body = data if partial else data[:-1]
+            cut = body.rfind(b"\n")
+            if partial:  # the incomplete line is not ours to continue from: the complete one before it
+                body = body[:cut] if cut >= 0 else b""
+                cut = body.rfind(b"\n")
+            if cut >= 0 or start == 0:
+                return (body[cut + 1:] if body or cut >= 0 else None), partial
+            want *= 2
+
+
+@dataclass(frozen=True)
+class Anchor:
+    seq: int
+    file: int
+    hash: str
+
+
+def read_anchor(directory: Path) -> Anchor | None:
+    try:
+        data = json.loads((directory / ANCHOR).read_text())
+        return Anchor(int(data["seq"]), int(data["file"]), str(data["hash"]))
+    except FileNotFoundError:
+        return None
+    except (ValueError, KeyError, TypeError):
+        return Anchor(-1, -1, "")  # unreadable: verify says so
+
+
+def write_anchor(directory: Path, anchor: Anchor) -> None:
+    """Replaced whole (write, then rename), so a crash leaves the old anchor or the new one."""
+    tmp = directory / f".{ANCHOR}.tmp"
+    tmp.write_text(json.dumps({"seq": anchor.seq, "file": anchor.file, "hash": anchor.hash}))
+    os.replace(tmp, directory / ANCHOR)
