@@ -19,8 +19,10 @@ from pathlib import Path
 import pytest
 
 from deletion_service.audit import trail
+from deletion_service.audit.publish import audit_topic
 from deletion_service.audit.reader import Query, select
 from deletion_service.audit.verify import verify
+from deletion_service.audit.wiring import daemon_writer
 from deletion_service.audit.writer import AuditWriter
 from deletion_service.cluster_writer import pulsar_custom_metadata
 from deletion_service.model import DeleteLedgerPayload
@@ -195,3 +197,27 @@ def test_lines_on_disk_are_the_contract_format(run: Trail) -> None:
     assert list(first["evidence"]) == ["bkVersion", "customMetadata", "references", "offloadObjects"]
     for before, after in zip(lines, lines[1:], strict=False):
         assert json.loads(after)["prev"] == hashlib.sha256(before.encode()).hexdigest()
+
+
+def test_records_are_copied_to_the_audit_topic(zookeeper: ZooKeeperServer, pulsar_broker: PulsarLiteBroker,
+                                               tmp_path: Path) -> None:
+    """ledgerDeletionAuditTopicEnabled: each line also goes to <topic>-AUDIT, byte for byte, in order."""
+    store = open_store(f"{zookeeper.url}/audit-copy-{uuid.uuid4().hex[:8]}")
+    w = make_world(store, store, pulsar_broker.service_url, ledgerDeletionAuditTopicEnabled=True)
+    w.service.audit = daemon_writer(w.service.config, tmp_path, w.service.broker)
+    try:
+        for lid in (1, 2, 3):
+            w.writer.bk_ledger(lid, pulsar_custom_metadata(TOPIC))
+        w.start()
+        for lid in (1, 2, 3, 4):
+            w.service.send_pending_delete(request(TOPIC, lid))
+        w.drain(lambda wd: sum(wd.outcomes().values()) >= 4)
+        w.service.audit.close()  # sends what is queued
+        written = [line for _, p in trail.files(tmp_path / "audit") for line in p.read_text().splitlines()]
+        assert len(written) == 4
+        copied = [m.data for m in w.service.broker.read_all(audit_topic(w.service.config.ledger_deletion_topic))]
+        assert [c.decode() for c in copied] == written
+    finally:
+        w.service.close()
+        w.service.broker.close()
+        store.close()
