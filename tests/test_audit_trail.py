@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,7 @@ def fill(data_dir: Path, n: int, max_bytes: int = 64 * 1024 * 1024, start: int =
     writer = AuditWriter(trail.audit_dir(data_dir), max_bytes)
     for lid in range(start, start + n):
         assert writer.write(entry(lid)) is not None
+    writer.close()  # as the daemon does when it stops: the last records durable, the anchor naming them
     return writer
 
 
@@ -63,6 +65,7 @@ def test_a_writer_continues_after_another_wrote(tmp_path: Path) -> None:
     a = fill(tmp_path, 3)
     fill(tmp_path, 2, start=4)
     a.write(entry(6))
+    a.close()
     assert verify(a.directory).whole and verify(a.directory).last_seq == 6
 
 
@@ -74,6 +77,7 @@ from tests.test_audit_trail import entry
 w = AuditWriter(Path(sys.argv[1]), 8192)
 for i in range(int(sys.argv[2])):
     assert w.write(entry(i)) is not None
+w.close()
 """
 
 
@@ -146,6 +150,7 @@ def test_query_by_ledger_topic_and_since(tmp_path: Path) -> None:
     writer.clock = lambda: 2_000_000_000.0  # 2033
     writer.write(entry(2, "persistent://t/ns/b", outcome="still_in_use"))
     writer.write(entry(1, "persistent://t/ns/b"))
+    writer.close()
 
     def query(*args: str) -> list[dict]:
         r = run_cli("audit", *args, "--json", "--data-dir", str(tmp_path))
@@ -170,3 +175,16 @@ def test_operator_mistakes(tmp_path: Path) -> None:
     fill(tmp_path, 1)
     run_cli("audit", "--since", "last tuesday", "--data-dir", str(tmp_path)).assert_one_line_error(2, "--since")
     run_cli("audit", "--topic", "a/b/c/d/e", "--data-dir", str(tmp_path)).assert_one_line_error(2, "--topic")
+
+
+def test_group_commit_makes_records_durable_and_anchored_within_the_interval(tmp_path: Path) -> None:
+    """Records are fsynced by the flusher, not one by one; the anchor names the last one once synced."""
+    writer = AuditWriter(trail.audit_dir(tmp_path), sync_interval_s=0.05)
+    for lid in range(1, 101):
+        writer.write(entry(lid))
+    deadline = time.monotonic() + 5
+    while (anchor := trail.read_anchor(writer.directory)) is None or anchor.seq < 100:
+        assert time.monotonic() < deadline, f"anchor still at {anchor}"
+        time.sleep(0.02)
+    assert verify(writer.directory).whole
+    writer.close()

@@ -1,10 +1,12 @@
 """Where the trail lives on disk: ``<data-dir>/audit/audit-<n>.jsonl`` in order of ``n``, and the anchor.
 
 Files are numbered from 1 and read in numeric order (``audit-10`` after ``audit-9``);
-a record never spans two files.  The anchor (``anchor.json``) is the writer's note
-of the last record it appended — seq, file and hash — rewritten after each append,
-so that cutting whole records off the end of the newest file (which leaves no
-broken link behind) is still seen by ``verify``.
+a record never spans two files.  The anchor (``anchor``) is the writer's note
+of the last record it made durable — seq, file and hash — so that cutting whole
+records off the end of the newest file, or editing the last one (which leaves no
+broken link behind), is still seen by ``verify``.  The same file is the writers'
+``flock``; the anchor is one fixed-width ``pwrite`` at its start, so it is never
+seen half written and never moves the file the lock is taken on.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 AUDIT_DIR = "audit"
-ANCHOR = "anchor.json"
-LOCK = ".lock"
+ANCHOR = "anchor"
+ANCHOR_WIDTH = 256
 _NAME = re.compile(r"audit-([1-9][0-9]*)\.jsonl")
 
 
@@ -107,16 +109,23 @@ class Anchor:
 
 def read_anchor(directory: Path) -> Anchor | None:
     try:
-        data = json.loads((directory / ANCHOR).read_text())
-        return Anchor(int(data["seq"]), int(data["file"]), str(data["hash"]))
+        text = (directory / ANCHOR).read_bytes().strip()
     except FileNotFoundError:
         return None
+    if not text:
+        return None  # the lock taken, no record made durable yet
+    try:
+        data = json.loads(text)
+        return Anchor(int(data["seq"]), int(data["file"]), str(data["hash"]))
     except (ValueError, KeyError, TypeError):
         return Anchor(-1, -1, "")  # unreadable: verify says so
 
 
 def write_anchor(directory: Path, anchor: Anchor) -> None:
-    """Replaced whole (write, then rename), so a crash leaves the old anchor or the new one."""
-    tmp = directory / f".{ANCHOR}.tmp"
-    tmp.write_text(json.dumps({"seq": anchor.seq, "file": anchor.file, "hash": anchor.hash}))
-    os.replace(tmp, directory / ANCHOR)
+    """One fixed-width write at offset 0: the whole anchor or the previous one, never a mix."""
+    text = json.dumps({"seq": anchor.seq, "file": anchor.file, "hash": anchor.hash}).encode()
+    fd = os.open(directory / ANCHOR, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.pwrite(fd, text.ljust(ANCHOR_WIDTH), 0)
+    finally:
+        os.close(fd)

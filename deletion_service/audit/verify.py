@@ -51,7 +51,8 @@ class Verdict:
 
 def verify(directory: Path) -> Verdict:
     files = trail.files(directory)
-    count, last_seq, prev = 0, 0, ""
+    anchor = trail.read_anchor(directory)
+    count, last_seq, prev, anchored = 0, 0, "", None
     for _, path in files:
         for number, raw, complete in trail.lines(path):
             if not complete:
@@ -61,8 +62,9 @@ def verify(directory: Path) -> Verdict:
             if problem is not None:
                 return Verdict(count, len(files), last_seq, Break(problem[0], problem[1], path, number))
             count, last_seq, prev = count + 1, last_seq + 1, record.digest(raw)
-    broken = _check_anchor(trail.read_anchor(directory), last_seq, prev)
-    return Verdict(count, len(files), last_seq, broken)
+            if anchor is not None and last_seq == anchor.seq:
+                anchored = prev
+    return Verdict(count, len(files), last_seq, _check_anchor(anchor, last_seq, anchored))
 
 
 def _check(raw: bytes, last_seq: int, prev: str) -> tuple[int, str] | None:
@@ -86,14 +88,15 @@ def _check(raw: bytes, last_seq: int, prev: str) -> tuple[int, str] | None:
     return None
 
 
-def _check_anchor(anchor: trail.Anchor | None, last_seq: int, last_hash: str) -> Break | None:
+def _check_anchor(anchor: trail.Anchor | None, last_seq: int, anchored_hash: str | None) -> Break | None:
+    """The anchor names the last record its writer made durable (it may lag behind the trail, never lead)."""
     if anchor is None:
-        return None  # nothing written yet, or a trail from before anchors: the links are all there is
+        return None  # nothing made durable yet: the links are all there is
     if anchor.seq < 0:
-        return Break(last_seq, "the anchor (audit/anchor.json) is unreadable")
+        return Break(last_seq, f"the anchor (audit/{trail.ANCHOR}) is unreadable (edited, or torn by a crash)")
     if anchor.seq > last_seq:
         return Break(last_seq + 1, f"missing: the trail ends at seq {last_seq}, but seq {anchor.seq} was written "
                                    "(records cut off the end)")
-    if anchor.seq == last_seq and anchor.hash != last_hash:
-        return Break(last_seq, "edited: the last record does not hash to what its writer recorded")
+    if anchored_hash != anchor.hash:
+        return Break(anchor.seq, "edited: it does not hash to what its writer recorded in the anchor")
     return None
