@@ -72,6 +72,11 @@ class DeletionConfig(BaseModel):
     # (a batch costs a few ZooKeeper round trips whatever its size, so bigger drains faster)
     two_phase_deletion_batch_size: Annotated[int, Field(ge=1, le=10_000)] = 1000
     ledger_deletion_topic: str = DEFAULT_TOPIC
+    # cluster: one request topic for every tenant (above); namespace: persistent://<tenant>/<ns>/__ledger_deletion
+    # per namespace, so producing to one namespace's topic can only ask for that namespace's ledgers
+    ledger_deletion_topic_scope: Literal["cluster", "namespace"] = "cluster"
+    # namespace scope: how often the daemon looks for new namespaces in the metadata store
+    ledger_deletion_namespace_refresh_seconds: Annotated[int, Field(ge=1, le=3600)] = 30
     ledger_deletion_subscription: str = "ledger-deletion"
     ledger_deletion_dlq_subscription: str = "ledger-deletion-dlq"
     bookkeeper_ledgers_root_path: str = "/ledgers"

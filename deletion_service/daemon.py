@@ -21,6 +21,7 @@ from deletion_service.embedded.supervisor import BrokerSupervisor
 from deletion_service.errors import EXIT_FAILURE, EXIT_NOT_IDLE, EXIT_OK
 from deletion_service.inflight import BacklogSource, dlq_size, estimated_inflight
 from deletion_service.service import LedgerDeletionService
+from deletion_service.topics import DeletionTopics
 
 _log = logging.getLogger(__name__)
 
@@ -48,6 +49,8 @@ class Daemon:
         clock: Callable[[], float] = time.monotonic,
         supervisor: BrokerSupervisor | None = None,
         summary_every_s: float = 60.0,
+        namespaces: Callable[[], list[str]] | None = None,
+        drain_cluster_topics: bool = True,
     ) -> None:
         self.service = service
         self.supervisor = supervisor
@@ -62,10 +65,18 @@ class Daemon:
         self._gauges_read = False
         self.started_at = clock()
         self.summary = Summary(service.metrics, summary_every_s, clock)
+        #: namespace scope: the namespaces to serve, looked up again every ledgerDeletionNamespaceRefreshSeconds
+        self.namespaces = namespaces
+        self.drain_cluster_topics = drain_cluster_topics
+        self._last_discovery = clock()
         self._waiting_said = 0.0
 
     def start(self) -> None:
-        self.worker = self.service.start()
+        served = self.namespaces() if self.namespaces is not None else None
+        self.worker = self.service.start(namespaces=served, drain_cluster_topics=self.drain_cluster_topics)
+        if served is not None:
+            _log.info("namespace scope: serving %d namespace(s)%s", len(served),
+                      f": {', '.join(served[:10])}{' …' if len(served) > 10 else ''}" if served else "")
         self._thread = threading.Thread(target=self._loop, name="delete-phase", daemon=True)
         self._thread.start()
 
@@ -83,6 +94,24 @@ class Daemon:
                 self.refresh_gauges()
             if self.summary.due():
                 self.summary.log(self.worker)
+            self._discover_namespaces()
+
+    def _discover_namespaces(self) -> None:
+        """Namespace scope: subscribe to namespaces created since the last look (worker thread, between batches)."""
+        every = self.service.config.ledger_deletion_namespace_refresh_seconds
+        if self.namespaces is None or self.clock() - self._last_discovery < every:
+            return
+        self._last_discovery = self.clock()
+        try:
+            new = self.service.serve_namespaces(self.namespaces())
+        except Exception as e:  # noqa: BLE001 - the store or broker is down: the next look tries again
+            _log.warning("looking for new namespaces failed (%s); trying again in %d s", e, every)
+            return
+        if new:
+            _log.info("now serving %d more namespace(s): %s", len(new), ", ".join(new))
+
+    def _served(self) -> list[DeletionTopics]:
+        return self.service.served or [self.service.topics]
 
     def refresh_gauges(self) -> None:
         """The backlog gauges, once the broker's statistics can be trusted: not before they were
@@ -91,9 +120,10 @@ class Daemon:
         if self.clock() - self.started_at < self.backlog.staleness_s:
             return
         try:
-            m, topics = self.service.metrics, self.service.topics
-            m.estimated_inflight.set(estimated_inflight(self.backlog, topics))
-            m.dlq_size.set(dlq_size(self.backlog, topics))
+            m = self.service.metrics
+            served = self._served()
+            m.estimated_inflight.set(sum(estimated_inflight(self.backlog, t) for t in served))
+            m.dlq_size.set(sum(dlq_size(self.backlog, t) for t in served))
             self._gauges_read = True
         except BrokerError as e:
             if not self._gauge_warned:
@@ -112,7 +142,8 @@ class Daemon:
         if self.clock() - quiet_since < QUIET_S:
             return IdleState(False, "messages arrived in the last 3 s")
         try:
-            backlog = self.backlog.backlog(self.service.topics.consumed, self.service.topics.subscription)
+            backlog = self.backlog.backlog([c for t in self._served() for c in t.consumed],
+                                           self.service.topics.subscription)
         except BrokerError as e:
             return IdleState(False, f"backlog unknown: {e}")
         pending = w.acked.explains(backlog, self.backlog.staleness_s)

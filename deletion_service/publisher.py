@@ -19,13 +19,15 @@ from collections.abc import Sequence
 
 from deletion_service.broker.interface import BrokerClient, BrokerError, Outgoing, Producer
 from deletion_service.model import PendingDeleteLedgerInfo, encode
-from deletion_service.topics import DeletionTopics
+from deletion_service.topics import NAMESPACE_TOPIC, DeletionTopics, beside, namespace_of_topic
 
 
 class RequestPublisher:
-    def __init__(self, broker: BrokerClient, topics: DeletionTopics) -> None:
+    def __init__(self, broker: BrokerClient, topics: DeletionTopics, namespace_scope: bool = False) -> None:
         self.broker = broker
         self.topics = topics
+        #: requests go to their topic's namespace's own request topic (ledgerDeletionTopicScope = namespace)
+        self.namespace_scope = namespace_scope
         self._producers: dict[str, Producer] = {}
         self._lock = threading.Lock()
 
@@ -42,9 +44,15 @@ class RequestPublisher:
         for topic in topics:
             self._producer(topic)
 
+    def topics_for(self, request: PendingDeleteLedgerInfo) -> DeletionTopics:
+        """Where a request goes: the cluster's topics, or (namespace scope) its topic's namespace's."""
+        if not self.namespace_scope:
+            return self.topics
+        return beside(f"persistent://{namespace_of_topic(request.topic_name)}/{NAMESPACE_TOPIC}", self.topics)
+
     def send_request(self, request: PendingDeleteLedgerInfo) -> str:
         """To the request's partition; returns the message id once receipted."""
-        return self._producer(self.topics.partition_for(request.ledger_id)).send(encode(request))
+        return self._producer(self.topics_for(request).partition_for(request.ledger_id)).send(encode(request))
 
     def send_requests(self, requests: Sequence[PendingDeleteLedgerInfo]) -> list[str | BrokerError]:
         """Each request to its partition (grouped per partition producer, pipelined), results in the input order.
@@ -55,7 +63,7 @@ class RequestPublisher:
         fails its own requests only."""
         by_topic: dict[str, list[int]] = defaultdict(list)
         for index, request in enumerate(requests):
-            by_topic[self.topics.partition_for(request.ledger_id)].append(index)
+            by_topic[self.topics_for(request).partition_for(request.ledger_id)].append(index)
         results: list[str | BrokerError] = [BrokerError("not sent")] * len(requests)
         batches: list[tuple[Producer, list[Outgoing]]] = []
         sending: list[list[int]] = []
@@ -86,19 +94,36 @@ class RequestPublisher:
         """Arbitrary bytes (the demo's garbled message; tests of the DLQ path)."""
         return self._producer(topic).send(data)
 
-    def send_retry(self, data: bytes, properties: dict[str, str], delay_s: float) -> str:
-        return self._producer(self.topics.retry).send(data, properties, deliver_after_s=delay_s)
+    def _beside(self, source_topic: str | None) -> DeletionTopics:
+        """The topics a copy goes back to: those of the topic its original came from (namespace scope)."""
+        return self.topics if source_topic is None else beside(source_topic, self.topics)
 
-    def send_dlq(self, data: bytes, properties: dict[str, str]) -> str:
-        return self._producer(self.topics.dlq).send(data, properties)
+    def send_retry(self, data: bytes, properties: dict[str, str], delay_s: float,
+                   source_topic: str | None = None) -> str:
+        return self._producer(self._beside(source_topic).retry).send(data, properties, deliver_after_s=delay_s)
+
+    def send_dlq(self, data: bytes, properties: dict[str, str], source_topic: str | None = None) -> str:
+        return self._producer(self._beside(source_topic).dlq).send(data, properties)
+
+    def _send_beside(self, copies: Sequence[Outgoing], dlq: bool) -> list[str | BrokerError]:
+        """Each copy to the RETRY (or DLQ) beside the topic its original came from, pipelined per topic."""
+        by_topic: dict[str, list[int]] = defaultdict(list)
+        for i, copy in enumerate(copies):
+            topics = self._beside(copy.source_topic)
+            by_topic[topics.dlq if dlq else topics.retry].append(i)
+        results: list[str | BrokerError] = [BrokerError("not sent")] * len(copies)
+        for topic, indexes in by_topic.items():
+            for i, answer in zip(indexes, self.send_many(topic, [copies[i] for i in indexes]), strict=True):
+                results[i] = answer
+        return results
 
     def send_retries(self, copies: Sequence[Outgoing]) -> list[str | BrokerError]:
         """A batch's RETRY copies, pipelined; each one's receipt or why it failed."""
-        return self.send_many(self.topics.retry, copies)
+        return self._send_beside(copies, dlq=False)
 
     def send_dead_letters(self, copies: Sequence[Outgoing]) -> list[str | BrokerError]:
         """A batch's DLQ copies, pipelined; each one's receipt or why it failed."""
-        return self.send_many(self.topics.dlq, copies)
+        return self._send_beside(copies, dlq=True)
 
     def close(self) -> None:
         with self._lock:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from deletion_service.audit.writer import AuditWriter
+from deletion_service.broker.consumer_group import ConsumerGroup
 from deletion_service.broker.interface import BrokerClient, BrokerError
 from deletion_service.config import DeletionConfig
 from deletion_service.delete_phase import dispose
@@ -33,6 +34,7 @@ from deletion_service.delete_phase.pipeline import DeletePipeline
 from deletion_service.delete_phase.worker import DeletePhaseWorker, Settled
 from deletion_service.metrics import DeletionMetrics
 from deletion_service.model import DeleteLedgerPayload, LedgerType, PendingDeleteLedgerInfo, Reason
+from deletion_service.namespaces import cross_namespace
 from deletion_service.publisher import RequestPublisher
 from deletion_service.topics import DeletionTopics
 from metastore.interface import MetadataStore
@@ -99,7 +101,10 @@ class LedgerDeletionService:
         self.topics = DeletionTopics.from_config(config)
         self.offload = offload or OffloaderSettings.from_config(config.camel())
         self.policy = policy_from(config)
-        self.publisher = RequestPublisher(broker, self.topics)
+        self.namespace_scope = config.ledger_deletion_topic_scope == "namespace"
+        self.publisher = RequestPublisher(broker, self.topics, namespace_scope=self.namespace_scope)
+        #: every set of deletion topics this service consumes (the cluster's, or one per namespace served)
+        self.served: list[DeletionTopics] = []
         self.gatherer = FactGatherer(store, self.bk_store, self.offload, config.bookkeeper_ledgers_root_path)
         self.executor = Executor(self.bk_store, self.offload, RateLimiter(config.max_deletions_per_second),
                                  dry_run=dry_run)
@@ -111,26 +116,56 @@ class LedgerDeletionService:
 
     # ---- lifecycle
 
-    def start(self, on_settled: Callable[[Settled], None] | None = None) -> DeletePhaseWorker:
+    def start(self, on_settled: Callable[[Settled], None] | None = None,
+              namespaces: list[str] | None = None, drain_cluster_topics: bool = True) -> DeletePhaseWorker:
+        """Consume the cluster's topics, or (namespace scope) those of ``namespaces``, plus, unless
+        restricted, the cluster's too until they are empty: requests sent before a switch of scope."""
         on_settled = self._audited(on_settled)
-        requests = self.broker.consumer(self.topics.partition_topics, self.topics.subscription)
-        retries = self.broker.consumer([self.topics.retry], self.topics.subscription)
+        requests, retries = ConsumerGroup(), ConsumerGroup()
         self._consumers = [requests, retries]
-        # Producers (and so subscriptions) for RETRY and DLQ exist before the first message needs them.
-        self.publisher.prepare(self.topics.retry, self.topics.dlq)
-        # A restarted broker reports a subscription's backlog only once the subscription is loaded:
-        # touch the DLQ's, or the dlq_size gauge would read 0 with requests parked (nobody else does).
-        try:
-            self.broker.consumer([self.topics.dlq], self.topics.dlq_subscription, receiver_queue_size=1).close()
-        except BrokerError as e:
-            _log.warning("could not load the DLQ subscription (%s): the dlq_size gauge waits for it", e)
+        if not self.namespace_scope:
+            self._subscribe([self.topics])
+        else:
+            self._subscribe(([self.topics] if drain_cluster_topics else [])
+                            + [DeletionTopics.for_namespace(ns, self.config) for ns in namespaces or []])
+        guard = (lambda msg, request: cross_namespace(msg.topic, request.topic_name, self.topics)) \
+            if self.namespace_scope else None
         self.worker = DeletePhaseWorker(requests, retries, self.publisher, self.pipeline,
                                         self.policy, self.metrics, batch_size=batch_size(self.config),
                                         on_settled=on_settled, breakers=self.breakers(),
                                         offload_lane=OffloadLane(self.pipeline, self.policy, self.gatherer.probe_for,
                                                                  lambda p: dispose.attempts(p.message),
-                                                                 batch_size=min(100, batch_size(self.config))))
+                                                                 batch_size=min(100, batch_size(self.config))),
+                                        guard=guard)
         return self.worker
+
+    def serve_namespaces(self, namespaces: list[str]) -> list[str]:
+        """Namespace scope: also consume these namespaces' topics (those not served yet); returns the new ones."""
+        served = {t.namespace for t in self.served if not t.partitioned}
+        new = [ns for ns in namespaces if ns not in served]
+        if new:
+            self._subscribe([DeletionTopics.for_namespace(ns, self.config) for ns in new])
+        return new
+
+    def _subscribe(self, topic_sets: list[DeletionTopics]) -> None:
+        """One consumer for these sets' request topics and one for their RETRY topics, added to the groups;
+        producers (and so subscriptions) for RETRY and DLQ before the first message needs them."""
+        if not topic_sets:
+            return
+        requests, retries = self._consumers
+        partitions = [t for s in topic_sets for t in s.partition_topics]
+        requests.add(partitions, self.broker.consumer(partitions, self.topics.subscription))
+        retry_topics = [s.retry for s in topic_sets]
+        retries.add(retry_topics, self.broker.consumer(retry_topics, self.topics.subscription))
+        for s in topic_sets:
+            self.publisher.prepare(s.retry, s.dlq)
+            # A restarted broker reports a subscription's backlog only once the subscription is loaded:
+            # touch the DLQ's, or the dlq_size gauge would read 0 with requests parked (nobody else does).
+            try:
+                self.broker.consumer([s.dlq], s.dlq_subscription, receiver_queue_size=1).close()
+            except BrokerError as e:
+                _log.warning("could not load the DLQ subscription of %s (%s): its gauge waits for it", s.dlq, e)
+        self.served.extend(topic_sets)
 
     def _audited(self, on_settled: Callable[[Settled], None] | None) -> Callable[[Settled], None] | None:
         """The worker's hook, with the audit record first: written before anyone else hears of the settle."""

@@ -86,10 +86,11 @@ class FakePublisher:
         self.sent.append((kind, props["ORIGIN_MESSAGE_ID"]))
         return f"{kind}-{len(self.sent)}"
 
-    def send_retry(self, data: bytes, properties: dict[str, str], delay_s: float) -> str:
+    def send_retry(self, data: bytes, properties: dict[str, str], delay_s: float,
+                   source_topic: str | None = None) -> str:
         return self._send("retry", properties)
 
-    def send_dlq(self, data: bytes, properties: dict[str, str]) -> str:
+    def send_dlq(self, data: bytes, properties: dict[str, str], source_topic: str | None = None) -> str:
         return self._send("dlq", properties)
 
     def _send_each(self, kind: str, copies: list[Outgoing]) -> list[str | BrokerError]:

@@ -63,6 +63,9 @@ class Outgoing:
     data: bytes
     properties: dict[str, str] = field(default_factory=dict)
     deliver_after_s: float = 0.0
+    #: for a RETRY/DLQ copy: the topic its original was received on (the broker's word), which
+    #: names the RETRY/DLQ it goes to; None: the publisher's own topics
+    source_topic: str | None = None
 
 
 class Producer(abc.ABC):

@@ -93,7 +93,8 @@ def connect_broker(opts: CommonOptions, config: DeletionConfig, topics: Deletion
     broker = PulsarBrokerClient(url, config.broker_auth_token_file, config.broker_tls_trust_certs_file,
                                 subscription_known=known)
     stack.callback(broker.close)
-    if request_topics and embedded is None:
+    # namespace scope: requests go to each namespace's own (unpartitioned) topic; the cluster's are only drained
+    if request_topics and embedded is None and config.ledger_deletion_topic_scope == "cluster":
         check_partitions(topics, broker)
     return broker, embedded
 
@@ -106,7 +107,7 @@ def publisher(opts: CommonOptions, config: DeletionConfig) -> Iterator[RequestPu
     with ExitStack() as stack:
         topics = DeletionTopics.from_config(config)
         client, _ = connect_broker(opts, config, topics, own_broker=False, stack=stack)
-        out = RequestPublisher(client, topics)
+        out = RequestPublisher(client, topics, namespace_scope=config.ledger_deletion_topic_scope == "namespace")
         stack.callback(out.close)
         yield out
 

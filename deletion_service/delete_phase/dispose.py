@@ -78,14 +78,14 @@ def retry_copy(message: Received, delay_s: float, counts: bool = True) -> Outgoi
     ``counts`` False: a deferral that is no try of the request's (an outage), its attempts unchanged."""
     props = {**_carried(message), **_origin(message),
              RECONSUMETIMES: str(attempts(message) + (1 if counts else 0)), DELAY_TIME: str(int(delay_s * 1000))}
-    return Outgoing(message.data, props, delay_s)
+    return Outgoing(message.data, props, delay_s, source_topic=message.topic)
 
 
 def publish_deferred(publisher: RequestPublisher, message: Received, remaining_s: float) -> str:
     """Hand a held RETRY message back to RETRY with the delay it has left, its attempts unchanged
     (the consumer's held set is full; the broker keeps it instead of our memory)."""
     props = {**_carried(message), **_origin(message), DELAY_TIME: str(int(remaining_s * 1000))}
-    return publisher.send_retry(message.data, props, remaining_s)
+    return publisher.send_retry(message.data, props, remaining_s, source_topic=message.topic)
 
 
 def dead_letter_copy(message: Received, reason: str, last_error: str, undecodable: bool = False) -> Outgoing:
@@ -103,4 +103,4 @@ def dead_letter_copy(message: Received, reason: str, last_error: str, undecodabl
         props[DLQ_PAYLOAD_SIZE] = str(len(data))
         props[DLQ_PAYLOAD_SHA256] = hashlib.sha256(data).hexdigest()
         data = data[:MAX_DLQ_BODY]
-    return Outgoing(data, props)
+    return Outgoing(data, props, source_topic=message.topic)

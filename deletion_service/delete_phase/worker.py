@@ -89,6 +89,7 @@ class DeletePhaseWorker:
         on_settled: Callable[[Settled], None] | None = None,
         breakers: Breakers | None = None,
         offload_lane: OffloadLane | None = None,
+        guard: Callable[[Received, PendingDeleteLedgerInfo], str | None] | None = None,
     ) -> None:
         self.requests, self.retries = requests, retries
         self.publisher, self.pipeline = publisher, pipeline
@@ -111,6 +112,8 @@ class DeletePhaseWorker:
         #: (what is left unacked returns to the subscription when the consumers close).
         self.stopping = threading.Event()
         self.offload_lane = offload_lane
+        #: namespace scope: why a request may not be acted on from the topic it was read on (cross-namespace)
+        self.guard = guard
         #: Requests whose verification met a dependency outage: kept in hand, unacked, until it ends.
         self._on_hold: list[tuple[Received, Consumer]] = []
 
@@ -277,6 +280,11 @@ class DeletePhaseWorker:
                 pending.append(_Pending(msg, consumer, decision.invalid(f"{type(e).__name__}: {e}"), None,
                                         undecodable=True))
                 continue
+            refused = self.guard(msg, request) if self.guard is not None else None
+            if refused is not None:
+                pending.append(_Pending(msg, consumer, Action(Verdict.DLQ, refused, kind=Kind.CROSS_NAMESPACE),
+                                        request))
+                continue
             p = _Pending(msg, consumer, Action(Verdict.RECONSUME, "undecided"), request)
             pending.append(p)
             valid.append((p, request))
@@ -424,9 +432,9 @@ class DeletePhaseWorker:
         if not p.published and p.action.verdict in _COPIED:
             copy = self._copy_of(p)
             if p.action.verdict == Verdict.RECONSUME:
-                self.publisher.send_retry(copy.data, copy.properties, copy.deliver_after_s)
+                self.publisher.send_retry(copy.data, copy.properties, copy.deliver_after_s, copy.source_topic)
             else:
-                self.publisher.send_dlq(copy.data, copy.properties)
+                self.publisher.send_dlq(copy.data, copy.properties, copy.source_topic)
             self._published(p)
         failpoint("delete.before-ack")
         p.consumer.ack(p.message)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import signal
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Annotated
 
@@ -14,11 +15,15 @@ from deletion_service.audit.wiring import daemon_writer
 from deletion_service.cli import options, settings
 from deletion_service.cli.admin_wiring import start_admin
 from deletion_service.cli.command_environment import open_environment
+from deletion_service.config import DeletionConfig
 from deletion_service.daemon import Daemon
 from deletion_service.embedded.supervisor import BrokerSupervisor
 from deletion_service.errors import UsageError
 from deletion_service.inflight import NoBacklog
+from deletion_service.namespaces import discover
 from deletion_service.service import LedgerDeletionService
+from metastore.formats import TopicName
+from metastore.interface import MetadataStore
 
 _log = logging.getLogger("ledger_deletion.run")
 
@@ -59,6 +64,10 @@ def register(app: typer.Typer) -> None:
         summary_every: Annotated[float, typer.Option(
             help="seconds between one-line summaries in the log (what settled, what is held, what is down); "
                  "0: none")] = 60.0,
+        tenant: Annotated[str | None, typer.Option(
+            help="namespace scope: serve only this tenant's namespaces (a tenant's own daemon)")] = None,
+        namespace: Annotated[str | None, typer.Option(
+            help="namespace scope: serve only this namespace, TENANT/NAMESPACE")] = None,
     ) -> None:
         opts = options.get(ctx)
         level = logging.DEBUG if opts.debug else getattr(logging, log_level.value.upper())
@@ -71,7 +80,9 @@ def register(app: typer.Typer) -> None:
             service = LedgerDeletionService(cfg, env.store, env.broker, env.bk_store, env.offload, dry_run=dry_run,
                                             audit=audit)
             supervisor = BrokerSupervisor(env.embedded) if env.embedded is not None and env.embedded.owned else None
-            daemon = Daemon(service, env.backlog, supervisor=supervisor, summary_every_s=summary_every)
+            served, drain = _scope(cfg, env.store, tenant, namespace)
+            daemon = Daemon(service, env.backlog, supervisor=supervisor, summary_every_s=summary_every,
+                            namespaces=served, drain_cluster_topics=drain)
             admin = start_admin(env, service, admin_address, daemon.liveness)
             previous = {sig: signal.signal(sig, lambda *_: daemon.stop_event.set())
                         for sig in (signal.SIGTERM, signal.SIGINT)}
@@ -79,8 +90,8 @@ def register(app: typer.Typer) -> None:
                 daemon.start()
                 if env.embedded is not None:  # so CLI calls made while we run need not subscribe
                     env.embedded.record_subscriptions(
-                        [(t, env.topics.subscription) for t in env.topics.consumed]
-                        + [(env.topics.dlq, env.topics.dlq_subscription)])
+                        [(t, env.topics.subscription) for s in service.served for t in s.consumed]
+                        + [(s.dlq, env.topics.dlq_subscription) for s in service.served])
                 where = env.embedded_broker.serviceUrl if env.embedded_broker else opts.broker_url
                 _log.info("delete phase running on %s (%d partitions + RETRY)%s; admin API on %s",
                           where, env.topics.partitions, " [dry run]" if dry_run else "", admin.url)
@@ -94,3 +105,24 @@ def register(app: typer.Typer) -> None:
                     signal.signal(sig, handler)
             _log.info("stopped")
         raise typer.Exit(code)
+
+
+def _scope(cfg: DeletionConfig, store: MetadataStore, tenant: str | None,
+           namespace: str | None) -> tuple[Callable[[], list[str]] | None, bool]:
+    """Namespace scope: how to find the namespaces to serve, and whether to drain the cluster's topics
+    too (an unrestricted daemon does: requests sent before the scope was switched).  Cluster scope: None."""
+    if tenant is not None and namespace is not None:
+        raise UsageError("give --tenant or --namespace, not both")
+    if cfg.ledger_deletion_topic_scope != "namespace":
+        if tenant is not None or namespace is not None:
+            raise UsageError("--tenant/--namespace need ledgerDeletionTopicScope = namespace")
+        return None, True
+    try:
+        if namespace is not None:
+            t, _, ns = namespace.partition("/")
+            TopicName(t, ns, "x")
+        elif tenant is not None:
+            TopicName(tenant, "x", "x")
+    except ValueError as e:
+        raise UsageError(f"{e}; --namespace is TENANT/NAMESPACE") from e
+    return (lambda: discover(store, tenant, namespace)), tenant is None and namespace is None
