@@ -41,10 +41,11 @@ class LateGauge(Collector):
         return [GaugeMetricFamily(self.name, self.documentation)]
 
     def collect(self) -> list[GaugeMetricFamily]:
-        if self.value is None:
-            return []
+        """Declared (HELP, TYPE) from the start, so scrapers and rule checks know the name; a sample only
+        once there is a reading."""
         family = GaugeMetricFamily(self.name, self.documentation)
-        family.add_metric([], self.value)
+        if self.value is not None:
+            family.add_metric([], self.value)
         return [family]
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import urllib.request
 from pathlib import Path
@@ -105,21 +104,18 @@ def test_the_daemon_restarts_its_killed_broker_and_keeps_deleting(data_dir: Path
 
 
 def test_a_broker_that_cannot_come_back_makes_the_daemon_exit_with_an_error(data_dir: Path) -> None:
-    """The broker's port is taken while it is down (a fault the real broker cannot produce on its
-    own), so every restart fails: the daemon must not linger half alive."""
+    """The broker's database is swapped for a plain file while it runs (a fault the real broker cannot
+    produce on its own: a broken disk), so every restart fails: the daemon must not linger half alive."""
     proc, _ = _daemon_up(data_dir)
     info = EmbeddedBroker(data_dir).read_info()
     assert info is not None
-    squatter = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    database = data_dir / "broker" / "db.rocksdb"
     try:
+        database.rename(data_dir / "broker" / "db.rocksdb.moved")  # the running broker keeps its open files
+        database.write_text("not a database")
         os.kill(info.pid, signal.SIGKILL)
-        wait_until(lambda: not alive(info.pid), 10, "the broker to die")
-        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        squatter.bind(("127.0.0.1", info.port))
-        squatter.listen()
-        _, err = proc.communicate(timeout=90)
+        _, err = proc.communicate(timeout=120)
     finally:
-        squatter.close()
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 1, err
