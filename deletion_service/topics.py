@@ -91,6 +91,11 @@ def beside(topic: str, cluster: DeletionTopics) -> DeletionTopics:
     return replace(cluster, base=base, partitions=1, partitioned=False)
 
 
+def namespace_topics(namespace: str, like: DeletionTopics) -> DeletionTopics:
+    """``tenant/ns``'s own deletion topics, with ``like``'s subscriptions."""
+    return beside(f"persistent://{namespace}/{NAMESPACE_TOPIC}", like)
+
+
 def namespace_of_topic(topic: str) -> str:
     """``tenant/ns`` of a full topic name (``persistent://tenant/ns/local``)."""
     return "/".join(topic.split("://", 1)[-1].split("/")[:2])

@@ -8,6 +8,7 @@ import json
 import signal
 import subprocess
 import sys
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -55,9 +56,9 @@ def _requests(path: Path, topic: str, ids) -> Path:  # noqa: ANN001
     return path
 
 
-def _daemon(common: list[str], *extra: str) -> subprocess.Popen:
+def _daemon(common: list[str], *extra: str, port: int | None = None) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "deletion_service.cli.main", *common, "run", "--log-format",
-                             "json", "--admin-address", f"127.0.0.1:{free_port()}", *extra],
+                             "json", "--admin-address", f"127.0.0.1:{port or free_port()}", *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -95,11 +96,18 @@ def test_two_tenants_each_delete_only_their_own_and_a_forged_request_is_dead_let
                         "ledgerId": FORGED, "reason": "trim", "markedAt": 1}).encode())
     finally:
         client.close()
-    acme = _daemon(common, "--namespace", "acme/orders")
+    acme_port = free_port()
+    acme = _daemon(common, "--namespace", "acme/orders", port=acme_port)
     globex = _daemon(common, "--tenant", "globex")
     try:
         wait_until(lambda: _present(url, [*OWN[ACME], *OWN[GLOBEX]]) == [], 90, "both tenants' deletions")
         wait_until(lambda: len(_dlq(pulsar_broker.service_url, "acme/orders")) == 1, 60, "the forged request parked")
+        listed = json.loads(run_cli(*common, "--json", "dlq", "list", "--namespace", "acme/orders").stdout)
+        assert [(e["request"]["ledgerId"], e["reason"]) for e in listed] == [(FORGED, "cross-namespace")]
+        assert json.loads(run_cli(*common, "--json", "dlq", "list", "--namespace", "globex/events").stdout) == []
+        api = f"http://127.0.0.1:{acme_port}/admin/v2/ledger-deletion/dlq?namespace=acme/orders"
+        with urllib.request.urlopen(api, timeout=10) as r:
+            assert [e["request"]["ledgerId"] for e in json.loads(r.read())] == [FORGED]
     finally:
         outs = {}
         for name, proc in (("acme", acme), ("globex", globex)):

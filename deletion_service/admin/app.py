@@ -42,6 +42,8 @@ from deletion_service.broker.interface import BrokerError
 from deletion_service.dlq import list_dlq
 from deletion_service.inflight import estimated_inflight
 from deletion_service.model import InvalidRequest, decode_payload
+from deletion_service.topics import DeletionTopics, namespace_topics
+from metastore.formats import TopicName
 
 _log = logging.getLogger("ledger_deletion.admin")
 
@@ -153,13 +155,33 @@ def _add_health_routes(app: FastAPI, deps: AdminDeps) -> None:
         return PlainTextResponse(body, media_type=CONTENT_TYPE_LATEST)
 
 
+NamespaceQuery = Annotated[str | None, Query(
+    description="namespace scope: that namespace's own deletion topics (TENANT/NAMESPACE)",
+    pattern=r"^[-=:.\w]+/[-=:.\w]+$", max_length=400)]
+
+
+def _scoped(deps: AdminDeps, namespace: str | None) -> DeletionTopics | JSONResponse:
+    """The configured topics, or ``?namespace=``'s own; 400 for a name Pulsar would refuse."""
+    if namespace is None:
+        return deps.topics
+    tenant, _, ns = namespace.partition("/")
+    try:
+        TopicName(tenant, ns, "x")
+    except ValueError as e:
+        return answer(400, HttpOutcome.INVALID, f"namespace {namespace!r}: {e}")
+    return namespace_topics(namespace, deps.topics)
+
+
 def _add_inflight_route(app: FastAPI, deps: AdminDeps) -> None:
     """PIP-186's in-flight estimate: a bare integer, or 503 when the broker's statistics cannot be read."""
 
     @app.get(INFLIGHT_PATH, response_model=int, **text.INFLIGHT)
-    def inflight() -> Any:
+    def inflight(namespace: NamespaceQuery = None) -> Any:
+        topics = _scoped(deps, namespace)
+        if isinstance(topics, JSONResponse):
+            return topics
         try:
-            return estimated_inflight(deps.backlog, deps.topics)
+            return estimated_inflight(deps.backlog, topics)
         except (BrokerError, OSError, ValueError) as e:
             return _unavailable(f"broker statistics unavailable: {e}")
 
@@ -170,9 +192,12 @@ def _add_dlq_route(app: FastAPI, deps: AdminDeps) -> None:
 
     @app.get(DLQ_PATH, response_model=list[DlqEntryModel], **text.DLQ)
     def dlq(limit: Annotated[int, Query(ge=1, le=10_000, description="at most this many entries")]
-            = DEFAULT_DLQ_LIMIT) -> Any:
+            = DEFAULT_DLQ_LIMIT, namespace: NamespaceQuery = None) -> Any:
+        topics = _scoped(deps, namespace)
+        if isinstance(topics, JSONResponse):
+            return topics
         try:
-            entries = list_dlq(deps.broker, deps.topics, limit)
+            entries = list_dlq(deps.broker, topics, limit)
         except BrokerError as e:
             return _unavailable(f"broker unavailable: {e}")
         return [e.to_json() for e in entries]

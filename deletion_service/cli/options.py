@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from deletion_service.errors import UsageError
-from metastore.formats import parse_topic
+from deletion_service.topics import DeletionTopics, namespace_topics
+from metastore.formats import TopicName, parse_topic
 
 #: Common options and whether each takes a value; accepted before or after the subcommand.
 COMMON_OPTIONS: dict[str, bool] = {
@@ -91,3 +93,19 @@ def topic(name: str, flag: str = "--topic") -> str:
         return str(parse_topic(name))
     except ValueError as e:
         raise UsageError(f"invalid {flag} {e}; expected persistent://tenant/namespace/topic") from e
+
+
+NamespaceOpt = Annotated[str | None, typer.Option(
+    "--namespace", help="namespace scope: this namespace's own deletion topics, TENANT/NAMESPACE")]
+
+
+def scoped_topics(topics: DeletionTopics, namespace: str | None) -> DeletionTopics:
+    """The topics a command acts on: the configured ones, or ``--namespace``'s own."""
+    if namespace is None:
+        return topics
+    tenant, _, ns = namespace.partition("/")
+    try:
+        TopicName(tenant, ns, "x")
+    except ValueError as e:
+        raise UsageError(f"--namespace {namespace!r}: {e}; expected TENANT/NAMESPACE") from e
+    return namespace_topics(namespace, topics)

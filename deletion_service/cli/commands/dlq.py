@@ -63,11 +63,13 @@ def list_parked(
     limit: Annotated[int | None, typer.Option(min=0, help="at most this many (oldest first)")] = None,
     reason: ReasonOpt = None,
     older_than: OlderOpt = None,
+    namespace: options.NamespaceOpt = None,
 ) -> None:
     opts = options.get(ctx)
     chosen = selection(None, reason, older_than, everything=False, required=False)
     cfg = settings.load(opts).config
     with open_environment(opts, cfg, check_layout=False, request_topics=False, read_only=True) as env:
+        env.topics = options.scoped_topics(env.topics, namespace)
         entries = dlq_mod.list_dlq(env.broker, env.topics, limit, None if chosen.empty else chosen)
     if opts.json:
         typer.echo(json.dumps([e.to_json() for e in entries], indent=2))
@@ -84,12 +86,15 @@ def list_parked(
 
 
 def requeue(ctx: typer.Context, ids: IdsArg = None, reason: ReasonOpt = None, older_than: OlderOpt = None,
-            everything: AllOpt = False) -> None:
+            everything: AllOpt = False,
+            namespace: options.NamespaceOpt = None) -> None:
     opts = options.get(ctx)
     chosen = selection(ids, reason, older_than, everything)
     cfg = settings.load(opts).config
     with open_environment(opts, cfg, check_layout=False) as env:
-        publisher = RequestPublisher(env.broker, env.topics)
+        env.topics = options.scoped_topics(env.topics, namespace)
+        publisher = RequestPublisher(env.broker, env.topics,
+                                     namespace_scope=cfg.ledger_deletion_topic_scope == "namespace")
         try:
             with ui.progress(not opts.json) as bar:
                 task = bar.add_task("requeueing", total=None)
@@ -107,11 +112,13 @@ def requeue(ctx: typer.Context, ids: IdsArg = None, reason: ReasonOpt = None, ol
 
 def purge(ctx: typer.Context, ids: IdsArg = None, reason: ReasonOpt = None, older_than: OlderOpt = None,
           everything: AllOpt = False,
-          yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")] = False) -> None:
+          yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")] = False,
+          namespace: options.NamespaceOpt = None) -> None:
     opts = options.get(ctx)
     chosen = selection(ids, reason, older_than, everything)
     cfg = settings.load(opts).config
     with open_environment(opts, cfg, check_layout=False, request_topics=False) as env:
+        env.topics = options.scoped_topics(env.topics, namespace)
         listed = _unknown_ids_are_errors(lambda: dlq_mod.list_dlq(env.broker, env.topics, selection=chosen))
         missing = sorted(chosen.message_ids - {e.message_id for e in listed})
         if missing:

@@ -19,10 +19,11 @@ def register(app: typer.Typer) -> None:
     app.command(help="Estimated in-flight deletions: backlog of every deletion partition plus RETRY.")(inflight)
 
 
-def inflight(ctx: typer.Context) -> None:
+def inflight(ctx: typer.Context, namespace: options.NamespaceOpt = None) -> None:
     opts = options.get(ctx)
     cfg = settings.load(opts).config
     with open_environment(opts, cfg, check_layout=False, read_only=True) as env:
+        env.topics = options.scoped_topics(env.topics, namespace)
         source: BacklogSource = env.backlog
         if env.started_broker and isinstance(env.backlog, MetricsBacklog):
             source = ReceivedBacklog(env.broker)  # its metrics are not refreshed yet, and no daemon runs
