@@ -80,6 +80,7 @@ INFLIGHT: dict[str, Any] = {
                    "broker (refreshed every ~10 s, so it lags).",
     "responses": {200: {"description": "a bare JSON integer", "content": {"application/json": {
                       "schema": {"type": "integer", "minimum": 0}, "example": 42}}},
+                  400: documented_answer("`namespace` is not TENANT/NAMESPACE"),
                   503: documented_answer("broker statistics unavailable", RETRY_AFTER_REQUIRED)},
 }
 
@@ -90,7 +91,7 @@ DLQ: dict[str, Any] = {
                    "listing acknowledges nothing and holds nothing back, so concurrent listings (and "
                    "`ledger-deletion dlq list`) all see every parked request. `messageId` is `LEDGER:ENTRY`, "
                    "as `dlq purge` and `dlq requeue` take it.",
-    "responses": {400: documented_answer("`limit` is not an integer in range"),
+    "responses": {400: documented_answer("`limit` is not an integer in range, or `namespace` not TENANT/NAMESPACE"),
                   503: documented_answer("the broker is unreachable", RETRY_AFTER_REQUIRED)},
 }
 
