@@ -27,14 +27,20 @@ def own_zookeeper(tmp_path: Path):  # noqa: ANN201 - a server this test may stop
     zk.stop()
 
 
-def test_a_zookeeper_outage_spends_no_retry_and_recovers_without_restart(
-        own_zookeeper: ZooKeeperServer, pulsar_broker: PulsarLiteBroker) -> None:
-    store = open_store(own_zookeeper.url)
-    world = make_world(store, store, pulsar_broker.service_url,
+def _world(zk: ZooKeeperServer, broker: PulsarLiteBroker, ledgers: int) -> tuple:
+    """A service on this test's own ZooKeeper whose retry budget an outage would burn in a second or two."""
+    store = open_store(zk.url)
+    world = make_world(store, store, broker.service_url,
                        twoPhaseDeletionReconsumeLaterInSeconds=1, twoPhaseDeletionMaxRetryDeleteCount=1)
-    ids = range(1, 41)
+    ids = range(1, ledgers + 1)
     for lid in ids:
         world.writer.bk_ledger(lid, pulsar_custom_metadata(TOPIC))
+    return store, world, ids
+
+
+def test_a_zookeeper_outage_spends_no_retry_and_recovers_without_restart(
+        own_zookeeper: ZooKeeperServer, pulsar_broker: PulsarLiteBroker) -> None:
+    store, world, ids = _world(own_zookeeper, pulsar_broker, 40)
     worker = world.start()
     readiness = AdminDeps.for_service(world.service, NoBacklog(), None, probe_timeout_s=2.0).readiness
     stop = threading.Event()
@@ -108,12 +114,7 @@ def _expire_session(store, hosts: str) -> None:  # noqa: ANN001
 
 def test_an_expired_zookeeper_session_is_ridden_out_without_spending_retries(
         own_zookeeper: ZooKeeperServer, pulsar_broker: PulsarLiteBroker) -> None:
-    store = open_store(own_zookeeper.url)
-    world = make_world(store, store, pulsar_broker.service_url,
-                       twoPhaseDeletionReconsumeLaterInSeconds=1, twoPhaseDeletionMaxRetryDeleteCount=1)
-    ids = range(1, 31)
-    for lid in ids:
-        world.writer.bk_ledger(lid, pulsar_custom_metadata(TOPIC))
+    store, world, ids = _world(own_zookeeper, pulsar_broker, 30)
     worker = world.start()
     try:
         old_session = store._client.client_id[0]
