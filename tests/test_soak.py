@@ -14,8 +14,6 @@ import os
 import random
 from pathlib import Path
 
-import pytest
-
 from deletion_service.embedded.broker import EmbeddedBroker, pids_serving, stop_pid
 from deletion_service.failpoints import POINTS
 from tests.soak_support_run import run_soak
@@ -39,11 +37,6 @@ def test_bounded_kill_soak_keeps_both_invariants_and_leaks_nothing() -> None:
     assert result["daemonShutdownSeconds"].get("max", 0) <= 20, why
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "found by the soak: EmbeddedBroker.stop() unlinks broker.json without checking it still names its own "
-    "broker, so a command that started a temporary broker while no daemon ran, and exits after a daemon "
-    "replaced that broker, deletes the daemon's broker.json; from then on every trim/enqueue on the data dir "
-    "fails with 'the daemon ... has no answering broker right now' until the daemon restarts"))
 def test_a_command_exiting_after_a_daemon_replaced_its_broker_leaves_the_daemons_record(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     command = EmbeddedBroker(data_dir)  # trim/enqueue with no daemon running: starts a temporary broker

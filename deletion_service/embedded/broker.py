@@ -323,9 +323,13 @@ class EmbeddedBroker:
         return recorded
 
     def stop(self) -> None:
-        """Stop the broker if this object started it."""
+        """Stop the broker if this object started it, and forget it in ``broker.json`` only if that
+        still names it: a daemon may have replaced our temporary broker meanwhile (found by the
+        soak: removing the daemon's record made every later trim on the data dir fail)."""
         if self.owned and self.info is not None:
-            stop_pid(self.info.pid)
-            with contextlib.suppress(FileNotFoundError):
-                self.info_path.unlink()
+            with self.broker_lock.hold():
+                stop_pid(self.info.pid)
+                if self.read_info() == self.info:
+                    with contextlib.suppress(FileNotFoundError):
+                        self.info_path.unlink()
             self.owned = False
