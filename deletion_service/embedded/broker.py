@@ -134,28 +134,20 @@ def alive(pid: int) -> bool:
         return True  # no /proc: trust the signal check
 
 
-def _cmdline(pid: int) -> str:
+def _serves(pid: int, db_path: Path) -> bool:
+    """``pid`` is a pulsar-lite whose command line names ``db_path`` as its database (as :func:`spawn` does)."""
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
     except OSError:
-        return ""
+        return False
+    wanted = ["--db-path", str(db_path)]
+    return Path(args[0]).name == "pulsar-lite" and any(args[i:i + 2] == wanted for i in range(len(args) - 1))
 
 
 def pids_serving(db_path: Path) -> list[int]:
     """Every live pulsar-lite whose command line names ``db_path`` (found even without broker.json)."""
-    wanted = ["--db-path", str(db_path)]
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            args = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
-        except OSError:
-            continue
-        if args and Path(args[0]).name == "pulsar-lite" and any(
-                args[i:i + 2] == wanted for i in range(len(args) - 1)) and alive(int(entry.name)):
-            found.append(int(entry.name))
-    return sorted(found)
+    return sorted(pid for pid in (int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit())
+                  if _serves(pid, db_path) and alive(pid))
 
 
 class EmbeddedBroker:
@@ -178,17 +170,6 @@ class EmbeddedBroker:
         """For run/demo: this data dir is ours until we exit; a second one is refused, naming our pid."""
         self.daemon_lock.acquire(what)
 
-    def _daemon_elsewhere(self) -> str | None:
-        """The pid of a daemon that owns this data dir's broker, if one runs (and it is not us)."""
-        if self.daemon_lock._fd is not None:
-            return None
-        probe = DataDirLock(self.daemon_lock.path)
-        try:
-            probe.acquire("a daemon")
-        except UserError:
-            return probe.holder()
-        probe.release()
-        return None
 
     def read_info(self) -> BrokerInfo | None:
         try:
@@ -197,7 +178,7 @@ class EmbeddedBroker:
             return None
 
     def is_ours_and_alive(self, info: BrokerInfo) -> bool:
-        return alive(info.pid) and str(self.broker_dir / "db") in _cmdline(info.pid)
+        return alive(info.pid) and _serves(info.pid, self.db_path)
 
     def ensure(self) -> BrokerInfo:
         """Reuse the running broker of this data dir, or replace a stale one with a fresh start."""
@@ -206,7 +187,7 @@ class EmbeddedBroker:
             if info is not None and self.is_ours_and_alive(info) and port_answers(info.port):
                 self.info = info
                 return info
-            daemon = self._daemon_elsewhere()
+            daemon = self.daemon_lock.held_elsewhere()  # a daemon owns this data dir's broker (not us)
             if daemon is not None:  # its broker is its own to restart: never start a second beside it
                 raise UserError(f"the daemon (pid {daemon}) on data dir {self.data_dir} has no answering broker "
                                 "right now (it restarts it); try again in a few seconds")
@@ -214,24 +195,20 @@ class EmbeddedBroker:
                 stop_pid(pid)  # left by a killed command: ours (its command line names our database)
             return self._start_locked()
 
-    def replace(self) -> BrokerInfo:
+    def replace(self, port: int | None = None, metrics_port: int | None = None) -> BrokerInfo:
         """For the commands that own the broker (run, demo): a broker left running by a
         killed command is stopped (it is ours: its command line names this data dir's
         database) and a fresh one started, so its lifetime is this command's."""
         with self.broker_lock.hold():
             for pid in pids_serving(self.db_path):
                 stop_pid(pid)
-            return self._start_locked()
+            return self._start_locked(port, metrics_port)
 
     def restart(self) -> BrokerInfo:
         """The owner's broker died: start it again on the same ports, so clients reconnect to the same URL."""
         assert self.info is not None and self.owned
         old = self.info
-        metrics_port = int(old.metricsUrl.rsplit(":", 1)[1].split("/", 1)[0])
-        with self.broker_lock.hold():
-            for pid in pids_serving(self.db_path):
-                stop_pid(pid)
-            return self._start_locked(old.port, metrics_port)
+        return self.replace(old.port, int(old.metricsUrl.rsplit(":", 1)[1].split("/", 1)[0]))
 
     def _make_broker_dir(self) -> None:
         try:

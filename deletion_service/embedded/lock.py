@@ -53,6 +53,21 @@ class DataDirLock:
             raise
         self._own(fd)
 
+    def held_elsewhere(self) -> str | None:
+        """The holder's pid when another process holds the lock (probed without waiting), else None."""
+        if self._fd is not None:
+            return None  # ours
+        fd = self._open()
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                return self.holder()
+            raise
+        finally:
+            os.close(fd)  # drops the lock if the probe took it
+        return None
+
     @contextlib.contextmanager
     def hold(self) -> Iterator[None]:
         """Wait for the lock (another command's find-or-start takes seconds at most)."""
