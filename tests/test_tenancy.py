@@ -140,3 +140,10 @@ def test_switching_to_namespace_scope_with_requests_in_flight_loses_none(cluster
         daemon.send_signal(signal.SIGTERM)
         err = daemon.communicate(timeout=60)[1]
     assert _deleted_by(err) == {*OWN[ACME], *OWN[GLOBEX]}
+
+
+def test_run_refuses_a_bad_scope_in_one_line(tmp_path: Path) -> None:
+    common = ["--data-dir", str(tmp_path / "data"), "--admin-address", f"127.0.0.1:{free_port()}"]
+    run_cli("run", *common, "--tenant", "acme", "--namespace", "acme/orders").assert_one_line_error(2, "not both")
+    run_cli("run", *common, "--namespace", "acme/orders").assert_one_line_error(2, "ledgerDeletionTopicScope")
+    run_cli("run", *common, "--namespace", "acme/..").assert_one_line_error(2, "TENANT/NAMESPACE")

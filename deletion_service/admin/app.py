@@ -43,7 +43,7 @@ from deletion_service.dlq import list_dlq
 from deletion_service.inflight import estimated_inflight
 from deletion_service.model import InvalidRequest, decode_payload
 from deletion_service.topics import DeletionTopics, namespace_topics
-from metastore.formats import TopicName
+from metastore.formats import parse_namespace
 
 _log = logging.getLogger("ledger_deletion.admin")
 
@@ -164,9 +164,8 @@ def _scoped(deps: AdminDeps, namespace: str | None) -> DeletionTopics | JSONResp
     """The configured topics, or ``?namespace=``'s own; 400 for a name Pulsar would refuse."""
     if namespace is None:
         return deps.topics
-    tenant, _, ns = namespace.partition("/")
     try:
-        TopicName(tenant, ns, "x")
+        parse_namespace(namespace)
     except ValueError as e:
         return answer(400, HttpOutcome.INVALID, f"namespace {namespace!r}: {e}")
     return namespace_topics(namespace, deps.topics)

@@ -15,7 +15,7 @@ import typer
 
 from deletion_service.errors import UsageError
 from deletion_service.topics import DeletionTopics, namespace_topics
-from metastore.formats import TopicName, parse_topic
+from metastore.formats import check_entity, parse_namespace, parse_topic
 
 #: Common options and whether each takes a value; accepted before or after the subcommand.
 COMMON_OPTIONS: dict[str, bool] = {
@@ -103,9 +103,22 @@ def scoped_topics(topics: DeletionTopics, namespace: str | None) -> DeletionTopi
     """The topics a command acts on: the configured ones, or ``--namespace``'s own."""
     if namespace is None:
         return topics
-    tenant, _, ns = namespace.partition("/")
     try:
-        TopicName(tenant, ns, "x")
+        parse_namespace(namespace)
     except ValueError as e:
         raise UsageError(f"--namespace {namespace!r}: {e}; expected TENANT/NAMESPACE") from e
     return namespace_topics(namespace, topics)
+
+
+def parse_scope(tenant: str | None, namespace: str | None) -> tuple[str | None, str | None]:
+    """``--tenant``/``--namespace`` checked once: names Pulsar accepts, never both."""
+    if tenant and namespace:
+        raise UsageError("give --tenant or --namespace, not both")
+    try:
+        if namespace is not None:
+            parse_namespace(namespace)
+        elif tenant is not None:
+            check_entity("tenant", tenant)
+    except ValueError as e:
+        raise UsageError(f"{e}; --namespace is TENANT/NAMESPACE") from e
+    return tenant, namespace

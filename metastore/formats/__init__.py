@@ -41,11 +41,13 @@ from .managed_ledger import (
 from .position import Position
 from .pulsar_paths import (
     TopicName,
+    check_entity,
     cursor_path,
     is_utf8_text,
     managed_ledger_name,
     managed_ledger_path,
     namespace_ownership_prefix,
+    parse_namespace,
     parse_topic,
     schema_id,
     schema_path,
@@ -87,6 +89,8 @@ __all__ = [
     "managed_ledger_path",
     "namespace_ownership_prefix",
     "parse_layout",
+    "check_entity",
+    "parse_namespace",
     "parse_topic",
     "read_layout",
     "is_utf8_text",

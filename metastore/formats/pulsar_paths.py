@@ -65,6 +65,23 @@ def url_decode(text: str) -> str:
         raise ValueError(f"{text!r} does not decode to UTF-8 ({exc})") from exc
 
 
+def check_entity(label: str, value: str) -> str:
+    """A tenant or namespace name Pulsar accepts (and that names one path segment); ``ValueError`` if not."""
+    if not _ENTITY.fullmatch(value):
+        raise ValueError(f"invalid {label} {value!r} (allowed: letters, digits, - = : . _)")
+    if value in _DOT_SEGMENTS:  # a path segment '.'/'..' names another node, or none
+        raise ValueError(f"invalid {label} {value!r}")
+    return value
+
+
+def parse_namespace(text: str) -> str:
+    """``tenant/ns`` checked as Pulsar checks both names; ``ValueError`` naming the bad part."""
+    tenant, _, namespace = text.partition("/")
+    check_entity("tenant", tenant)
+    check_entity("namespace", namespace)
+    return text
+
+
 @dataclass(frozen=True)
 class TopicName:
     """A persistent V2 topic: ``persistent://<tenant>/<namespace>/<local_name>``."""
@@ -74,11 +91,8 @@ class TopicName:
     local_name: str
 
     def __post_init__(self) -> None:
-        for label, value in (("tenant", self.tenant), ("namespace", self.namespace)):
-            if not _ENTITY.fullmatch(value):
-                raise ValueError(f"invalid {label} {value!r} (allowed: letters, digits, - = : . _)")
-            if value in _DOT_SEGMENTS:  # a path segment '.'/'..' names another node, or none
-                raise ValueError(f"invalid {label} {value!r}")
+        check_entity("tenant", self.tenant)
+        check_entity("namespace", self.namespace)
         if not self.local_name:
             raise ValueError("empty topic local name")
         if self.local_name in _DOT_SEGMENTS:

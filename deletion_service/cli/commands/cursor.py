@@ -32,7 +32,6 @@ from deletion_service.errors import UsageError, UserError
 from metastore.formats import (
     FormatError,
     Position,
-    TopicName,
     decode_managed_ledger,
     managed_ledger_path,
     parse_topic,
@@ -148,24 +147,6 @@ def preview_reset(store: MetadataStore, topic: str, subscription: str, target: P
                         stored.version)
 
 
-class Scope:
-    """``--tenant``/``--namespace`` checked once: names Pulsar accepts, never both."""
-
-    @staticmethod
-    def parse(tenant: str | None, namespace: str | None) -> tuple[str | None, str | None]:
-        if tenant and namespace:
-            raise UsageError("give --tenant or --namespace, not both")
-        try:
-            if namespace is not None:
-                t, _, ns = namespace.partition("/")
-                TopicName(t, ns, "x")  # validates both names
-            elif tenant is not None:
-                TopicName(tenant, "x", "x")
-        except ValueError as e:
-            raise UsageError(f"{e}; --namespace is TENANT/NAMESPACE") from e
-        return tenant, namespace
-
-
 def health_json(rows: list[health.CursorHealth]) -> list[dict]:
     return [{"topic": r.topic, "subscription": r.subscription, "path": r.path, "status": r.status.value,
              "stateBytes": r.state_bytes, "nodeBytes": r.node_bytes, "budgetBytes": r.budget,
@@ -188,7 +169,7 @@ def health_command(
     all_cursors: Annotated[bool, typer.Option("--all", help="list healthy cursors too")] = False,
 ) -> None:
     opts = options.get(ctx)
-    tenant, namespace = Scope.parse(tenant, namespace)
+    tenant, namespace = options.parse_scope(tenant, namespace)
     config = settings.load(opts).config
     with connections.open_metadata_store(opts, config, must_exist=True) as store:
         rows = health.check(store, PersistBudget.from_config(config), tenant, namespace)

@@ -22,7 +22,6 @@ from deletion_service.errors import UsageError
 from deletion_service.inflight import NoBacklog
 from deletion_service.namespaces import discover
 from deletion_service.service import LedgerDeletionService
-from metastore.formats import TopicName
 from metastore.interface import MetadataStore
 
 _log = logging.getLogger("ledger_deletion.run")
@@ -111,18 +110,9 @@ def _scope(cfg: DeletionConfig, store: MetadataStore, tenant: str | None,
            namespace: str | None) -> tuple[Callable[[], list[str]] | None, bool]:
     """Namespace scope: how to find the namespaces to serve, and whether to drain the cluster's topics
     too (an unrestricted daemon does: requests sent before the scope was switched).  Cluster scope: None."""
-    if tenant is not None and namespace is not None:
-        raise UsageError("give --tenant or --namespace, not both")
+    tenant, namespace = options.parse_scope(tenant, namespace)
     if cfg.ledger_deletion_topic_scope != "namespace":
         if tenant is not None or namespace is not None:
             raise UsageError("--tenant/--namespace need ledgerDeletionTopicScope = namespace")
         return None, True
-    try:
-        if namespace is not None:
-            t, _, ns = namespace.partition("/")
-            TopicName(t, ns, "x")
-        elif tenant is not None:
-            TopicName(tenant, "x", "x")
-    except ValueError as e:
-        raise UsageError(f"{e}; --namespace is TENANT/NAMESPACE") from e
     return (lambda: discover(store, tenant, namespace)), tenant is None and namespace is None
