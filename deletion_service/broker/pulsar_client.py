@@ -102,6 +102,15 @@ class _Window:
     refusals: dict[int, BrokerError]
 
 
+def _close_quietly(thing: Any, what: str) -> None:
+    """Close a client-side producer, consumer, reader or client: an error from the broker on the way
+    out changes nothing for us (unacked messages go back either way), so it is logged at debug only."""
+    try:
+        thing.close()
+    except pulsar.PulsarException as e:
+        _log.debug("closing %s: %s", what, e)
+
+
 def _send_in_windows(batches: Sequence[tuple[_Producer, Sequence[Outgoing]]]) -> list[list[str | BrokerError]]:
     """Every batch's messages, in rounds: each round starts one window (at most :data:`SEND_WINDOW`
     messages) on every producer, then awaits them all.  One thread keeps every partition busy
@@ -185,10 +194,7 @@ class _Producer(Producer):
         return [BrokerError(f"send to {self._topic} not attempted: earlier messages timed out") for _ in range(count)]
 
     def close(self) -> None:
-        try:
-            self._producer.close()
-        except pulsar.PulsarException as e:
-            _log.debug("closing producer for %s: %s", self._topic, e)
+        _close_quietly(self._producer, f"producer for {self._topic}")
 
 
 def _received(msg: pulsar.Message) -> Received:
@@ -246,10 +252,7 @@ class _Consumer(Consumer):
             raise BrokerError(f"ack of {message.message_id} failed: {e}") from e
 
     def close(self) -> None:
-        try:
-            self._consumer.close()
-        except pulsar.PulsarException as e:
-            _log.debug("closing consumer: %s", e)
+        _close_quietly(self._consumer, "consumer")
 
 
 #: How long :meth:`PulsarBrokerClient.close` waits for the broker before going on without it.
@@ -371,10 +374,7 @@ class PulsarBrokerClient(BrokerClient):
         except pulsar.PulsarException as e:
             raise self._error(f"reading {topic} failed", e) from e
         finally:
-            try:
-                reader.close()
-            except pulsar.PulsarException as e:
-                _log.debug("closing reader on %s: %s", topic, e)
+            _close_quietly(reader, f"reader on {topic}")
 
     def acknowledge(self, topic: str, subscription: str, message_ids: Sequence[str]) -> None:
         """Receive until every named message has been dispatched to us, ack exactly those, close (the
@@ -396,10 +396,7 @@ class PulsarBrokerClient(BrokerClient):
         except pulsar.PulsarException as e:
             raise self._error(f"acknowledging on {topic} failed", e) from e
         finally:
-            try:
-                consumer.close()
-            except pulsar.PulsarException as e:
-                _log.debug("closing consumer on %s: %s", topic, e)
+            _close_quietly(consumer, f"consumer on {topic}")
 
     def partitions(self, topic: str) -> int:
         try:
@@ -415,13 +412,8 @@ class PulsarBrokerClient(BrokerClient):
     def close(self) -> None:
         """Bounded by :data:`CLOSE_WAIT_S`: a frozen broker makes the client's close wait out every
         producer's flush, and a daemon asked to stop must not outlive its grace period for that."""
-        def close() -> None:
-            try:
-                self._client.close()
-            except pulsar.PulsarException as e:
-                _log.debug("closing client: %s", e)
-
-        closing = threading.Thread(target=close, name="pulsar-close", daemon=True)
+        closing = threading.Thread(target=_close_quietly, args=(self._client, "client"), name="pulsar-close",
+                                   daemon=True)
         closing.start()
         closing.join(CLOSE_WAIT_S)
         if closing.is_alive():
