@@ -45,6 +45,14 @@ class Breaker:
     def open(self) -> bool:
         return self.opened_at is not None
 
+    def describe(self) -> str | None:
+        """For ``/readyz``: how long it has been down and why, or None while closed.  Reads
+        ``opened_at`` once: the worker thread may close the breaker meanwhile."""
+        opened_at = self.opened_at
+        if opened_at is None:
+            return None
+        return f"{self.name} down for {self.clock() - opened_at:.0f} s ({self.why})"
+
     def _answers(self) -> str | None:
         """None when the dependency answers; else why not, in one line."""
         try:
@@ -99,6 +107,4 @@ class Breakers:
 
     def down(self) -> str | None:
         """For ``/readyz``: the open breakers and why, or None."""
-        opened = [f"{b.name} down for {b.clock() - b.opened_at:.0f} s ({b.why})"
-                  for b in self.breakers if b.opened_at is not None]
-        return "; ".join(opened) or None
+        return "; ".join(d for b in self.breakers if (d := b.describe()) is not None) or None

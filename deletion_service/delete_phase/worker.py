@@ -142,9 +142,8 @@ class DeletePhaseWorker:
 
     def dependencies_down(self) -> str | None:
         """For ``/readyz``: every open breaker (metadata stores, the offload endpoint) and why, or None."""
-        lane = self.offload_lane.breaker if self.offload_lane is not None else None
-        down = [d for d in (self.breakers.down(), Breakers([lane]).down() if lane else None) if d]
-        return "; ".join(down) or None
+        lane = self.offload_lane.breaker.describe() if self.offload_lane is not None else None
+        return "; ".join(d for d in (self.breakers.down(), lane) if d) or None
 
     def stuck(self) -> str | None:
         """Why dispositions are failing, if one has kept failing for :data:`STUCK_AFTER_S`."""
