@@ -27,10 +27,13 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import logging
+from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from metastore.formats import BatchDeletionIndex, ManagedCursorInfo, MessageRange
+from pyroaring import BitMap
+
+from metastore.formats import BatchDeletionIndex, ManagedCursorInfo, MessageRange, Position
 from metastore.formats.cursor_info import cursor_to_proto
 
 from . import ack_size
@@ -110,42 +113,51 @@ def _property_size(name: str, value: int) -> int:
     return _encoded(ManagedCursorInfo(-1, properties={name: value})) - _encoded(ManagedCursorInfo(-1))
 
 
-def _chunks(acks: AckState) -> list[tuple[tuple[int, int], object]]:
+BatchEntries = dict[int, list[tuple[Position, BitMap]]]
+
+
+def _chunks(acks: AckState, batch_by_ledger: BatchEntries) -> list[tuple[tuple[int, int], object]]:
     """The state in position order: cross-ledger spans by their lower end, then one chunk per ledger."""
-    batch_ledgers = {p.ledger_id for p, _ in acks.batch_entries()}
     chunks: list[tuple[tuple[int, int], object]] = [((s.lower.ledger_id, s.lower.entry_id), s) for s in acks.spans]
-    chunks += [((lid, -2), lid) for lid in sorted(set(acks.ledger_ids()) | batch_ledgers)]
+    chunks += [((lid, -2), lid) for lid in sorted(set(acks.ledger_ids()) | set(batch_by_ledger))]
     return sorted(chunks, key=lambda c: c[0])
 
 
-def _ledger_items(acks: AckState, ledger_id: int) -> Iterator[tuple[object, int]]:
+def _ledger_items(acks: AckState, ledger_id: int,
+                  entries: list[tuple[Position, BitMap]]) -> Iterator[tuple[object, int]]:
     """One ledger's ranges and batch entries in position order, each with its size (lazily: a
     budget that fits forty thousand ranges of a million builds forty thousand)."""
     ranges = (((r.lower.entry_id, 0), r, ack_size.message_range(r)) for r in acks.ledger_ranges(ledger_id))
-    batch = [((p.entry_id, 1), BatchDeletionIndex(p, list(u)), ack_size.batch_entry(p, u))
-             for p, u in acks.batch_entries() if p.ledger_id == ledger_id]
+    batch = [((p.entry_id, 1), BatchDeletionIndex(p, list(u)), ack_size.batch_entry(p, u)) for p, u in entries]
     for _, item, size in heapq.merge(ranges, batch, key=lambda i: i[0]):
         yield item, size
 
 
+def _items(acks: AckState, batch_by_ledger: BatchEntries) -> Iterator[tuple[object, int]]:
+    """Every range and batch-index entry in position order, each with its size."""
+    for _, chunk in _chunks(acks, batch_by_ledger):
+        if isinstance(chunk, MessageRange):
+            yield chunk, ack_size.message_range(chunk)
+        else:
+            yield from _ledger_items(acks, chunk, batch_by_ledger.get(chunk, []))  # type: ignore[arg-type]
+
+
 def head(acks: AckState, max_bytes: int, max_ranges: int | None = None) -> Head:
     """The longest prefix of ``acks`` within ``max_bytes`` (and ``max_ranges`` ranges)."""
+    entries = acks.batch_entries()  # sorted: each ledger's list stays in position order
+    batch_by_ledger: BatchEntries = defaultdict(list)
+    for position, unacked in entries:
+        batch_by_ledger[position.ledger_id].append((position, unacked))
     ranges: list[MessageRange] = []
     batch: list[BatchDeletionIndex] = []
-    size, full = 0, True
-    for _, chunk in _chunks(acks):
-        items = iter([(chunk, ack_size.message_range(chunk))]) if isinstance(chunk, MessageRange) else (
-            _ledger_items(acks, chunk))  # type: ignore[arg-type]
-        for item, item_size in items:
-            is_range = isinstance(item, MessageRange)
-            if size + item_size > max_bytes or (is_range and max_ranges is not None and len(ranges) >= max_ranges):
-                full = False
-                break
-            (ranges if is_range else batch).append(item)  # type: ignore[arg-type]
-            size += item_size
-        if not full:
+    size = 0
+    for item, item_size in _items(acks, batch_by_ledger):
+        is_range = isinstance(item, MessageRange)
+        if size + item_size > max_bytes or (is_range and max_ranges is not None and len(ranges) >= max_ranges):
             break
-    return Head(ranges, batch, size, len(acks) - len(ranges), len(acks.batch_entries()) - len(batch))
+        (ranges if is_range else batch).append(item)  # type: ignore[arg-type]
+        size += item_size
+    return Head(ranges, batch, size, len(acks) - len(ranges), len(entries) - len(batch))
 
 
 def plan_persist(info: ManagedCursorInfo, acks: AckState, budget: PersistBudget) -> PersistPlan:
