@@ -164,17 +164,16 @@ def plan_persist(info: ManagedCursorInfo, acks: AckState, budget: PersistBudget)
     """What to write for a cursor whose node is ``info`` (our positions) and whose acks are ``acks``."""
     base = dataclasses.replace(info, individual_deleted_messages=[], batched_entry_deletion_index_info=[],
                                properties={})
-    size = _encoded(base)  # positions, subscription properties and what we do not model: always kept
+    base_size = size = _encoded(base)  # positions, subscription properties, what we do not model: always kept
+    property_sizes = {name: _property_size(name, value) for name, value in info.properties.items()}
     properties: dict[str, int] = {}
-    all_properties = sum(_property_size(n, v) for n, v in info.properties.items())
     for name, value in info.properties.items():
-        item = _property_size(name, value)
-        if size + item > budget.max_bytes:
+        if size + property_sizes[name] > budget.max_bytes:
             break
         properties[name] = value
-        size += item
+        size += property_sizes[name]
     taken = head(acks, max(budget.max_bytes - size, 0), budget.max_ranges)
-    full_size = _encoded(base) + all_properties + acks.encoded_size()
+    full_size = base_size + sum(property_sizes.values()) + acks.encoded_size()
     persisted = dataclasses.replace(base, properties=properties, individual_deleted_messages=taken.ranges,
                                     batched_entry_deletion_index_info=taken.batch)
     return PersistPlan(persisted, full_size, size + taken.size, budget.max_bytes, len(taken.ranges),
