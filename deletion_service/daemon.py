@@ -19,7 +19,7 @@ from deletion_service.daemon_summary import Summary
 from deletion_service.delete_phase.worker import DeletePhaseWorker
 from deletion_service.embedded.supervisor import BrokerSupervisor
 from deletion_service.errors import EXIT_FAILURE, EXIT_NOT_IDLE, EXIT_OK
-from deletion_service.inflight import BacklogSource, dlq_size, estimated_inflight
+from deletion_service.inflight import BacklogSource
 from deletion_service.service import LedgerDeletionService
 from deletion_service.topics import DeletionTopics
 
@@ -113,6 +113,10 @@ class Daemon:
     def _served(self) -> list[DeletionTopics]:
         return self.service.served or [self.service.topics]
 
+    def _consumed(self) -> list[str]:
+        """Every request and RETRY topic this daemon reads."""
+        return [c for t in self._served() for c in t.consumed]
+
     def refresh_gauges(self) -> None:
         """The backlog gauges, once the broker's statistics can be trusted: not before they were
         refreshed after this daemon started (``staleness_s``), or they would say 0 for requests parked."""
@@ -120,10 +124,10 @@ class Daemon:
         if self.clock() - self.started_at < self.backlog.staleness_s:
             return
         try:
-            m = self.service.metrics
-            served = self._served()
-            m.estimated_inflight.set(sum(estimated_inflight(self.backlog, t) for t in served))
-            m.dlq_size.set(sum(dlq_size(self.backlog, t) for t in served))
+            m, served, topics = self.service.metrics, self._served(), self.service.topics
+            # one reading each for every namespace served (a broker's statistics are one page)
+            m.estimated_inflight.set(sum(self.backlog.backlog(self._consumed(), topics.subscription).values()))
+            m.dlq_size.set(sum(self.backlog.backlog([t.dlq for t in served], topics.dlq_subscription).values()))
             self._gauges_read = True
         except BrokerError as e:
             if not self._gauge_warned:
@@ -142,8 +146,7 @@ class Daemon:
         if self.clock() - quiet_since < QUIET_S:
             return IdleState(False, "messages arrived in the last 3 s")
         try:
-            backlog = self.backlog.backlog([c for t in self._served() for c in t.consumed],
-                                           self.service.topics.subscription)
+            backlog = self.backlog.backlog(self._consumed(), self.service.topics.subscription)
         except BrokerError as e:
             return IdleState(False, f"backlog unknown: {e}")
         pending = w.acked.explains(backlog, self.backlog.staleness_s)
