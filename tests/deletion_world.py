@@ -171,4 +171,19 @@ def make_world(store: MetadataStore, bk_store: MetadataStore, broker_url: str, *
     return World(service, writer, store, bk_store)
 
 
-__all__ = ["OffloadTarget", "S3Bucket", "World", "make_world", "read_dlq", "request"]
+#: Messages no decoder accepts: what a daemon must dead-letter (the DLQ alerts' and gauges' tests).
+GARBAGE = [b"{not json", b"\xff\xfe\x00", b'{"topicName": "persistent://t/ns/x"}']
+
+
+def send_raw(service_url: str, topic: str, payloads: list[bytes]) -> None:
+    """Publish bytes as they are, unbatched, with the official client (a producer we do not control)."""
+    client = pulsar.Client(service_url, operation_timeout_seconds=10)
+    try:
+        producer = client.create_producer(topic, batching_enabled=False)
+        for payload in payloads:
+            producer.send(payload)
+    finally:
+        client.close()
+
+
+__all__ = ["GARBAGE", "OffloadTarget", "S3Bucket", "World", "make_world", "read_dlq", "request", "send_raw"]

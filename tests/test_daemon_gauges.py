@@ -7,15 +7,12 @@ import signal
 import urllib.request
 from pathlib import Path
 
-import pulsar
-
 from deletion_service.config import DeletionConfig
 from deletion_service.embedded.broker import EmbeddedBroker, pids_serving, stop_pid
 from deletion_service.topics import DeletionTopics
+from tests.deletion_world import GARBAGE, send_raw
 from tests.harness import free_port, wait_until
 from tests.test_daemon_cli import _answers, _start_daemon
-
-GARBAGE = [b"{not json", b"\xff\xfe\x00", b'{"topicName": "persistent://t/ns/x"}']
 
 
 def _metric(text: str, name: str) -> float | None:
@@ -36,14 +33,7 @@ def _park_garbage_in_the_dlq(data_dir: Path) -> None:
         wait_until(lambda: (data_dir / "broker" / "subscriptions.json").exists(), 60, "the daemon", proc=proc)
         info = EmbeddedBroker(data_dir).read_info()
         assert info is not None
-        client = pulsar.Client(info.serviceUrl)
-        try:
-            producer = client.create_producer(DeletionTopics.from_config(DeletionConfig()).partition_topics[0],
-                                              batching_enabled=False)
-            for payload in GARBAGE:
-                producer.send(payload)
-        finally:
-            client.close()
+        send_raw(info.serviceUrl, DeletionTopics.from_config(DeletionConfig()).partition_topics[0], GARBAGE)
         wait_until(lambda: _metric(_scrape(port), 'pulsar_ledger_deletion_acked_total{outcome="dlq"}') == 3, 60,
                    "three dead letters", proc=proc)
     finally:

@@ -26,7 +26,6 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pulsar
 import pytest
 
 from deletion_service.cluster_writer import ClusterWriter, pulsar_custom_metadata
@@ -37,6 +36,7 @@ from deletion_service.orphans.summary import ScanSummary
 from deletion_service.topics import DeletionTopics
 from metastore import open_store
 from tests.cli_runner import run_cli
+from tests.deletion_world import GARBAGE, send_raw
 from tests.harness import ServerProcess, free_port, wait_until
 from tests.test_daemon_cli import _answers
 from tests.test_deploy_grafana import dashboard_queries
@@ -46,7 +46,6 @@ PROMETHEUS = shutil.which("prometheus")
 PUSHGATEWAY = shutil.which("prometheus-pushgateway")
 pytestmark = pytest.mark.skipif(PROMETHEUS is None, reason="prometheus missing: scripts/test.sh installs Debian's")
 
-GARBAGE = [b"{not json", b"\xff\xfe\x00", b'{"topicName": "persistent://t/ns/x"}']
 TOPIC = "persistent://t/ns/e2e"
 LEDGERS = range(1, 4)  # deleted for real, so the latency histogram has observations
 
@@ -137,14 +136,7 @@ def test_dlq_alerts_go_off_once_messages_reach_the_dlq(daemon: tuple[str, str], 
         assert prom.value('up{job="ledger-deletion"}') == 1
         assert not {"LedgerDeletionDLQGrowing", "LedgerDeletionDLQNotEmpty"} & set(prom.alert_states())
 
-        client = pulsar.Client(service_url, operation_timeout_seconds=10)
-        try:
-            producer = client.create_producer(DeletionTopics.from_config(DeletionConfig()).partition_topics[0],
-                                              batching_enabled=False)
-            for payload in GARBAGE:
-                producer.send(payload)
-        finally:
-            client.close()
+        send_raw(service_url, DeletionTopics.from_config(DeletionConfig()).partition_topics[0], GARBAGE)
 
         requests = tmp_path / "requests.jsonl"
         requests.write_text("".join(json.dumps({"topicName": TOPIC, "ledgerComponent": "MANAGED_LEDGER",

@@ -30,6 +30,7 @@ from deletion_service.topics import DeletionTopics
 from metastore import open_store
 from tests.cli_runner import CliResult, run_cli
 from tests.harness import free_port, wait_until
+from tests.test_daemon_cli import _answers
 
 TOPICS = DeletionTopics.from_config(DeletionConfig())
 TOPIC = "persistent://t/ns/dlq"
@@ -213,9 +214,3 @@ def test_the_daemon_endpoint_and_the_cli_list_at_once_and_docs_are_served(parked
         proc.communicate(timeout=60)
 
 
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=1):
-            return True
-    except OSError:
-        return False
