@@ -81,6 +81,9 @@ class DeletionMetrics:
         self.on_hold = Gauge(
             f"{PREFIX}_on_hold", "Requests held in hand while a dependency is down (no retry is counted for them)",
             registry=r)
+        self.ack_lost = Counter(
+            f"{PREFIX}_ack_lost", "Redelivered messages this daemon had already settled and acked (the acks were "
+            "lost, most likely with a broker that died): acknowledged again, not settled twice", registry=r)
         self.dispose_failures = Counter(
             f"{PREFIX}_dispose_failures", "Failed attempts to publish a RETRY/DLQ copy or to ack", registry=r)
 

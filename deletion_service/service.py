@@ -120,7 +120,6 @@ class LedgerDeletionService:
               namespaces: list[str] | None = None, drain_cluster_topics: bool = True) -> DeletePhaseWorker:
         """Consume the cluster's topics, or (namespace scope) those of ``namespaces``, plus, unless
         restricted, the cluster's too until they are empty: requests sent before a switch of scope."""
-        on_settled = self._audited(on_settled)
         requests, retries = ConsumerGroup(), ConsumerGroup()
         self._consumers = [requests, retries]
         if not self.namespace_scope:
@@ -133,6 +132,7 @@ class LedgerDeletionService:
         self.worker = DeletePhaseWorker(requests, retries, self.publisher, self.pipeline,
                                         self.policy, self.metrics, batch_size=batch_size(self.config),
                                         on_settled=on_settled, breakers=self.breakers(),
+                                        record=self.audit.on_settled if self.audit is not None else None,
                                         offload_lane=OffloadLane(self.pipeline, self.policy, self.gatherer.probe_for,
                                                                  lambda p: dispose.attempts(p.message),
                                                                  batch_size=min(100, batch_size(self.config))),
@@ -166,19 +166,6 @@ class LedgerDeletionService:
             except BrokerError as e:
                 _log.warning("could not load the DLQ subscription of %s (%s): its gauge waits for it", s.dlq, e)
         self.served.extend(topic_sets)
-
-    def _audited(self, on_settled: Callable[[Settled], None] | None) -> Callable[[Settled], None] | None:
-        """The worker's hook, with the audit record first: written before anyone else hears of the settle."""
-        audit = self.audit
-        if audit is None:
-            return on_settled
-
-        def settled(s: Settled) -> None:
-            audit.on_settled(s)
-            if on_settled is not None:
-                on_settled(s)
-
-        return settled
 
     def breakers(self) -> Breakers:
         """One per metadata store: what a request's verification cannot do without."""

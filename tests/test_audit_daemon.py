@@ -60,3 +60,23 @@ def test_run_writes_the_trail_and_a_restart_continues_it(data_dir: Path, tmp_pat
     assert r.returncode == 0 and "28 record(s)" in r.stdout, r.stdout + r.stderr
     r = run_cli("audit", "--topic", TOPIC, "--since", "1h", "--data-dir", str(data_dir))
     assert r.returncode == 0 and "28 audit record(s)" in r.stdout, r.stdout  # the forged ones name it too
+
+
+def test_a_daemon_killed_between_a_delete_and_its_ack_has_already_recorded_it(
+        data_dir: Path, tmp_path: Path) -> None:
+    """The record is written before the ack: a SIGKILL right before the ack loses no record.  The
+    redelivered request then settles as absent, and the trail shows both (a repeat, never a gap)."""
+    data_dir.mkdir()
+    url = f"sqlite:///{data_dir / 'metadata.db'}"
+    seed(url, range(1, 2))
+    _enqueue(data_dir, tmp_path, range(1, 2), "a.jsonl")
+    killed = run_cli("run", "--exit-when-idle", "--max-wait", "60", "--admin-address", f"127.0.0.1:{free_port()}",
+                     "--data-dir", str(data_dir), env={"LEDGER_DELETION_FAILPOINTS": "delete.before-ack=kill"},
+                     timeout=120)
+    assert killed.returncode == -9, killed.stderr
+    assert present(url, range(1, 2)) == []
+    assert [r["outcome"] for r in _records(data_dir, "--ledger", "1")] == ["deleted"]
+    _run_daemon(data_dir)
+    assert [r["outcome"] for r in _records(data_dir, "--ledger", "1")] == ["deleted", "absent"]
+    r = run_cli("audit", "verify", "--data-dir", str(data_dir))
+    assert r.returncode == 0, r.stdout + r.stderr

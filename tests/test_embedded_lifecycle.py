@@ -3,9 +3,11 @@ doubled brokers after SIGKILLs, and a daemon that restarts its killed broker (or
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
+import time
 import urllib.request
 from pathlib import Path
 
@@ -121,3 +123,59 @@ def test_a_broker_that_cannot_come_back_makes_the_daemon_exit_with_an_error(data
     assert proc.returncode == 1, err
     assert "exiting so that this daemon's supervisor restarts it" in err
     assert "Traceback" not in err
+
+
+def _metric(port: int, sample: str) -> float:
+    """One sample's value from the daemon's /metrics (0 when it is not exported yet)."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    for line in text.splitlines():
+        if line.startswith(sample + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_acks_a_killed_broker_never_persisted_are_not_settled_twice(
+        data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Acks the client sent into a broker that then died are lost, and the broker redelivers the
+    messages.  They were settled: they are acknowledged again, not counted (or audited) a second time."""
+    data_dir.mkdir()
+    url = f"sqlite:///{data_dir / 'metadata.db'}"
+    ids = range(1, 21)
+    seed(url, ids)
+    # the first ack waits 5 s: time to freeze the broker, so every ack goes into a socket nobody reads
+    monkeypatch.setenv("LEDGER_DELETION_FAILPOINTS", "delete.before-ack=sleep:5")
+    proc, port = _daemon_up(data_dir)
+    monkeypatch.delenv("LEDGER_DELETION_FAILPOINTS")
+    try:
+        r = run_cli("enqueue", "--from-file", str(request_file(tmp_path / "r.jsonl", ids)),
+                    "--data-dir", str(data_dir), timeout=60)
+        assert r.returncode == 0, r.stderr
+        wait_until(lambda: present(url, ids) == [], 60, "the daemon to delete the ledgers", proc=proc)
+        old = EmbeddedBroker(data_dir).read_info()
+        assert old is not None
+        os.kill(old.pid, signal.SIGSTOP)
+        deleted = 'pulsar_ledger_deletion_acked_total{outcome="deleted"}'
+        wait_until(lambda: _metric(port, deleted) == 20, 60, "the daemon to ack into the frozen broker", proc=proc)
+        time.sleep(1.0)  # the client groups acks for 100 ms: let them all reach the socket
+        os.kill(old.pid, signal.SIGKILL)
+        wait_until(lambda: _metric(port, "pulsar_ledger_deletion_received_total") >= 40, 90,
+                   "the restarted broker to redeliver the messages whose acks it lost", proc=proc)
+        wait_until(lambda: _metric(port, "pulsar_ledger_deletion_ack_lost_total") == 20, 30,
+                   "the redelivered messages to be acknowledged again", proc=proc)
+        assert _metric(port, deleted) == 20
+        assert _metric(port, 'pulsar_ledger_deletion_acked_total{outcome="absent"}') == 0
+        assert _metric(port, 'pulsar_ledger_deletion_acked_total{outcome="reconsumed"}') == 0
+    except BaseException:
+        print(_stop(proc)[1])
+        raise
+    _, err = _stop(proc)
+    assert proc.returncode == 0, err
+    audited = run_cli("audit", "--json", "--data-dir", str(data_dir), timeout=60)
+    assert audited.returncode == 0, audited.stderr
+    records = json.loads(audited.stdout)
+    assert sorted(r["request"]["ledgerId"] for r in records) == list(ids)  # one record each, none twice
+    # and the broker took the second acks: a later run finds nothing to redeliver
+    again = run_cli("run", "--exit-when-idle", "--max-wait", "30", "--data-dir", str(data_dir),
+                    "--admin-address", f"127.0.0.1:{free_port()}", timeout=90)
+    assert again.returncode == 0, again.stderr
+    assert ": absent" not in again.stderr, again.stderr  # a redelivered request would settle as absent

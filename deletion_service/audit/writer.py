@@ -99,7 +99,8 @@ class AuditWriter:
 
     def write(self, entry: Entry) -> dict[str, Any] | None:
         """Append one record; the record written, or None when it could not be (logged at ERROR).
-        Never raises: it runs inside the worker's disposal, after the ack."""
+        Never raises: it runs inside the worker's disposal, after the storage delete and before
+        the ack (a crash in between repeats the record when the message is redelivered; none is lost)."""
         try:
             written, text = self.append(entry)
         except Exception as e:  # noqa: BLE001 - a lost record is logged whole; the consumer goes on

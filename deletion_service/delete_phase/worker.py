@@ -11,7 +11,10 @@ Unacked messages return to the subscription when the worker stops, so
 stopping at any point loses nothing.
 
 Every received message ends in exactly one of: ack (deleted, absent, still in
-use, mismatch), reconsume (RETRY, then ack), or DLQ (then ack).  Each message
+use, mismatch), reconsume (RETRY, then ack), or DLQ (then ack).  Its record
+(``record``, the audit trail) is written before its ack, so no crash can ack a
+message whose record is lost; a message settled here whose ack the broker lost
+(it died first) comes back and is only acknowledged again (:mod:`.settled_recently`).  Each message
 is disposed of on its own: if the broker refuses its publish or ack, it waits
 in a bounded ``_undisposed`` list and is retried with backoff (the worker
 takes no new messages while that list is full); any other error while
@@ -35,6 +38,7 @@ from deletion_service.delete_phase.breaker import Breakers
 from deletion_service.delete_phase.decision import Action, Kind, Outcome, Policy, Verdict
 from deletion_service.delete_phase.offload_lane import OffloadLane
 from deletion_service.delete_phase.pipeline import DeletePipeline
+from deletion_service.delete_phase.settled_recently import SettledRecently
 from deletion_service.failpoints import failpoint
 from deletion_service.metrics import DeletionMetrics
 from deletion_service.model import InvalidRequest, LedgerType, PendingDeleteLedgerInfo, decode
@@ -67,6 +71,7 @@ class _Pending:
     request: PendingDeleteLedgerInfo | None
     undecodable: bool = False
     published: bool = False  # its RETRY/DLQ copy is receipted: a failed ack must not publish it twice
+    recorded: bool = False  # its record is written: a failed ack must not write it twice
     failures: int = 0
     next_try: float = 0.0  # monotonic
     first_failure: float = 0.0  # monotonic
@@ -87,6 +92,7 @@ class DeletePhaseWorker:
         dispose_backoff_s: float = 0.5,
         clock: Callable[[], float] = time.time,
         on_settled: Callable[[Settled], None] | None = None,
+        record: Callable[[Settled], None] | None = None,
         breakers: Breakers | None = None,
         offload_lane: OffloadLane | None = None,
         guard: Callable[[Received, PendingDeleteLedgerInfo], str | None] | None = None,
@@ -97,7 +103,10 @@ class DeletePhaseWorker:
         self.batch_size, self.max_held, self.max_undisposed = batch_size, max_held, max_undisposed
         self.dispose_backoff_s = dispose_backoff_s  # doubled per failure, up to 30 s
         self.clock = clock
-        self.on_settled = on_settled
+        self.on_settled = on_settled  # after the ack
+        self.record = record  # before the ack (the audit trail): a crash may repeat a record, never lose one
+        self._settled = SettledRecently()
+        self._reacked_in_pass = 0
         self._held: list[tuple[int, int, Received]] = []  # (due ms, seq, message) from RETRY
         self._seq = itertools.count()
         self._undisposed: list[_Pending] = []
@@ -201,7 +210,7 @@ class DeletePhaseWorker:
             batch.append((heapq.heappop(self._held)[2], self.retries))
         deadline = time.monotonic() + wait_s
         retry_budget = self.batch_size  # RETRY messages taken this pass: bounded even when all are held
-        self._deferred_in_pass = 0
+        self._deferred_in_pass = self._reacked_in_pass = 0
         while len(batch) < limit:
             got = False
             for consumer in (self.requests, self.retries):
@@ -227,11 +236,18 @@ class DeletePhaseWorker:
             # RETRY holds only messages due later than everything held: read it again in a second
             # rather than cycle its messages through the broker.
             self._retry_paused_until = time.monotonic() + 1.0
+        if self._reacked_in_pass:
+            _log.warning("%d redelivered message(s) had been settled here already (their acks were lost, "
+                         "most likely with a broker that died): acknowledged again, not settled twice",
+                         self._reacked_in_pass)
         return batch
 
     def _take(self, msg: Received, consumer: Consumer, batch: list[tuple[Received, Consumer]]) -> None:
         self.last_message_at = time.monotonic()
         self.metrics.received.inc()
+        if msg in self._settled:
+            self._ack_again(msg, consumer)
+            return
         now_ms = self._now_ms()
         due = dispose.due_at_ms(msg, self.policy.max_delay_s, now_ms) if consumer is self.retries else 0
         if due <= now_ms:
@@ -242,6 +258,18 @@ class DeletePhaseWorker:
         if len(self._held) > self.max_held:
             self._evict_latest(now_ms, seq)
 
+    def _ack_again(self, msg: Received, consumer: Consumer) -> None:
+        """A message settled here came back: its ack was lost.  Only the ack is owed (if this one is
+        lost too, the broker redelivers it once more)."""
+        try:
+            consumer.ack(msg)
+        except BrokerError as e:
+            _log.debug("re-acking %s failed (%s): it comes back", msg.message_id, e)
+            return
+        self.acked.record(msg.topic)
+        self.metrics.ack_lost.inc()
+        self._reacked_in_pass += 1
+
     def _evict_latest(self, now_ms: int, newest_seq: int) -> None:
         """The held set is full: the message due last goes back to RETRY with the delay it has left."""
         latest = max(self._held)
@@ -250,6 +278,7 @@ class DeletePhaseWorker:
             dispose.publish_deferred(self.publisher, msg, (due - now_ms) / 1000)
             self.retries.ack(msg)
             self.acked.record(msg.topic)
+            self._settled.add(msg)  # its ack lost, its redelivery is only acked: one RETRY copy is enough
         except BrokerError as e:
             _log.warning("held set full and RETRY refused a deferred message (%s); holding it", e)
             return
@@ -420,6 +449,7 @@ class DeletePhaseWorker:
             self._dispose(p)
             return
         outcome = decision.outcome_of(p.action)
+        self._settled.add(p.message)
         self.metrics.acked.labels(outcome=outcome.value).inc()
         if outcome == Outcome.DELETED and p.request is not None:
             self.metrics.send_to_delete.observe(max(0.0, self.clock() - p.request.marked_at / 1000))
@@ -435,6 +465,9 @@ class DeletePhaseWorker:
             else:
                 self.publisher.send_dlq(copy.data, copy.properties, copy.source_topic)
             self._published(p)
+        if self.record is not None and not p.recorded:
+            self.record(Settled(p.message, p.request, p.action, decision.outcome_of(p.action)))
+            p.recorded = True
         failpoint("delete.before-ack")
         p.consumer.ack(p.message)
         self.acked.record(p.message.topic)
