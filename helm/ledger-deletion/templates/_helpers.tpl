@@ -57,6 +57,9 @@ release: {{ .Release.Name }}
 {{/* Where each referenced Secret is mounted: its *File config key points there. */}}
 {{- define "ledger-deletion.secretDir" -}}/etc/ledger-deletion/secrets{{- end -}}
 
+{{/* The daemon's --data-dir: its audit trail (audit/audit-<n>.jsonl), its cursor and dedup state. */}}
+{{- define "ledger-deletion.dataDir" -}}/var/lib/ledger-deletion/data{{- end -}}
+
 {{/* The CLI's common options: which cluster, which config file, where local state lives. */}}
 {{- define "ledger-deletion.commonArgs" -}}
 - --metadata-store
@@ -74,19 +77,27 @@ release: {{ .Release.Name }}
 - --config
 - /etc/ledger-deletion/ledger-deletion.toml
 - --data-dir
-- /var/lib/ledger-deletion/data
+- {{ include "ledger-deletion.dataDir" . }}
 {{- end -}}
 
-{{/* Volumes both workloads mount: the config file, the referenced Secrets, scratch space. */}}
+{{/*
+Volumes every pod mounts: the config file, the data dir, scratch space, the referenced Secrets.
+Argument: (dict "root" $ "dataClaim" bool). With dataClaim the data dir is not a volume here: the
+StatefulSet's volumeClaimTemplate of the same name supplies it; otherwise it is an emptyDir, lost
+with the pod (the scan's scratch, or the daemon with daemon.persistence.enabled=false).
+*/}}
 {{- define "ledger-deletion.volumes" -}}
+{{- $root := .root -}}
 - name: config
   configMap:
-    name: {{ template "ledger-deletion.fullname" . }}
+    name: {{ template "ledger-deletion.fullname" $root }}
+{{- if not .dataClaim }}
 - name: data
   emptyDir: {}
+{{- end }}
 - name: tmp
   emptyDir: {}
-{{- range $name, $secret := (include "ledger-deletion.fileSecrets" . | fromYaml) }}
+{{- range $name, $secret := (include "ledger-deletion.fileSecrets" $root | fromYaml) }}
 - name: {{ $name }}
   secret:
     secretName: {{ $secret.secretName }}
@@ -102,13 +113,115 @@ release: {{ .Release.Name }}
   subPath: ledger-deletion.toml
   readOnly: true
 - name: data
-  mountPath: /var/lib/ledger-deletion/data
+  mountPath: {{ include "ledger-deletion.dataDir" . }}
 - name: tmp
   mountPath: /tmp
 {{- range $name, $secret := (include "ledger-deletion.fileSecrets" . | fromYaml) }}
 - name: {{ $name }}
   mountPath: {{ include "ledger-deletion.secretDir" $ }}/{{ $name }}
   readOnly: true
+{{- end }}
+{{- end -}}
+
+{{/*
+The daemon's pod template, one for both workloads: the Deployment (daemon.persistence.enabled=false)
+and the StatefulSet. Argument: (dict "root" $ "dataClaim" bool), dataClaim as for ledger-deletion.volumes.
+*/}}
+{{- define "ledger-deletion.daemonPodTemplate" -}}
+{{- $dataClaim := .dataClaim -}}
+{{- with .root -}}
+metadata:
+  labels:
+    {{- include "ledger-deletion.standardLabels" . | nindent 4 }}
+    component: {{ .Values.daemon.component }}
+  annotations:
+    checksum/config: {{ include (print .Template.BasePath "/configmap.yaml") . | sha256sum }}
+    {{- with .Values.daemon.podAnnotations }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+spec:
+  serviceAccountName: {{ template "ledger-deletion.serviceAccountName" . }}
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: {{ .Values.daemon.gracePeriod }}
+  securityContext:
+    {{- toYaml .Values.podSecurityContext | nindent 4 }}
+  {{- with .Values.imagePullSecrets }}
+  imagePullSecrets:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.daemon.priorityClassName }}
+  priorityClassName: {{ . }}
+  {{- end }}
+  {{- with .Values.daemon.nodeSelector }}
+  nodeSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.daemon.tolerations }}
+  tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.daemon.affinity }}
+  affinity:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.daemon.topologySpreadConstraints }}
+  topologySpreadConstraints:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  containers:
+    - name: ledger-deletion
+      image: {{ include "ledger-deletion.image" (dict "root" . "which" "daemon") | quote }}
+      imagePullPolicy: {{ .Values.images.daemon.pullPolicy }}
+      args:
+        {{- include "ledger-deletion.commonArgs" . | nindent 8 }}
+        - run
+        - --admin-address
+        - "0.0.0.0:{{ .Values.daemon.adminPort }}"
+        - --log-format
+        - {{ .Values.daemon.logFormat }}
+        {{- if .Values.daemon.dryRun }}
+        - --dry-run
+        {{- end }}
+        {{- with .Values.daemon.extraArgs }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      env:
+        {{- include "ledger-deletion.env" . | nindent 8 }}
+        {{- with .Values.daemon.extraEnv }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      ports:
+        - name: http
+          containerPort: {{ .Values.daemon.adminPort }}
+          protocol: TCP
+      {{- if .Values.daemon.probe.liveness.enabled }}
+      livenessProbe:
+        httpGet:
+          path: /healthz
+          port: http
+        initialDelaySeconds: {{ .Values.daemon.probe.liveness.initialDelaySeconds }}
+        periodSeconds: {{ .Values.daemon.probe.liveness.periodSeconds }}
+        timeoutSeconds: {{ .Values.daemon.probe.liveness.timeoutSeconds }}
+        failureThreshold: {{ .Values.daemon.probe.liveness.failureThreshold }}
+      {{- end }}
+      {{- if .Values.daemon.probe.readiness.enabled }}
+      readinessProbe:
+        httpGet:
+          path: /readyz
+          port: http
+        initialDelaySeconds: {{ .Values.daemon.probe.readiness.initialDelaySeconds }}
+        periodSeconds: {{ .Values.daemon.probe.readiness.periodSeconds }}
+        timeoutSeconds: {{ .Values.daemon.probe.readiness.timeoutSeconds }}
+        failureThreshold: {{ .Values.daemon.probe.readiness.failureThreshold }}
+      {{- end }}
+      resources:
+        {{- toYaml .Values.daemon.resources | nindent 8 }}
+      securityContext:
+        {{- toYaml .Values.securityContext | nindent 8 }}
+      volumeMounts:
+        {{- include "ledger-deletion.volumeMounts" . | nindent 8 }}
+  volumes:
+    {{- include "ledger-deletion.volumes" (dict "root" . "dataClaim" $dataClaim) | nindent 4 }}
 {{- end }}
 {{- end -}}
 
