@@ -30,6 +30,7 @@ from pathlib import Path
 from deletion_service.errors import UserError
 from deletion_service.failpoints import failpoint
 
+from . import db_lock
 from .lock import BROKER_LOCK, DAEMON_LOCK, DataDirLock
 
 
@@ -129,7 +130,11 @@ def alive(pid: int) -> bool:
     except PermissionError:
         return True
     try:
-        return "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
+        if "zombie" not in Path(f"/proc/{pid}/status").read_text().lower():
+            return True
+        # A zombie main thread is not yet a dead process: its other threads may still be exiting,
+        # holding its files (the database lock among them).  Gone only once it is alone.
+        return len(os.listdir(f"/proc/{pid}/task")) > 1
     except OSError:
         return True  # no /proc: trust the signal check
 
@@ -222,6 +227,7 @@ class EmbeddedBroker:
 
     def _start_locked(self, port: int | None = None, metrics_port: int | None = None) -> BrokerInfo:
         self._make_broker_dir()
+        db_lock.wait_free(self.db_path)  # the broker just stopped may still be letting go of it
         port, metrics_port = port or free_port(), metrics_port or free_port()
         proc = spawn(self.broker_dir, port, metrics_port)
         info = BrokerInfo(proc.pid, f"pulsar://127.0.0.1:{port}", f"http://127.0.0.1:{metrics_port}/metrics")
