@@ -33,10 +33,11 @@ def lock_file(db_path: Path) -> Path:
 
 
 def is_locked(path: Path) -> bool:
-    """Someone holds the POSIX write lock on ``path`` (False when the file does not exist yet)."""
+    """Someone holds the POSIX write lock on ``path`` (False when the file does not exist yet, or
+    cannot be opened: then the broker itself says what is wrong with its database)."""
     try:
         fd = os.open(path, os.O_RDWR)
-    except FileNotFoundError:
+    except OSError:
         return False
     try:
         fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
