@@ -17,6 +17,7 @@ from deletion_service.embedded.broker import EmbeddedBroker, alive, pids_serving
 from tests.cli_runner import run_cli
 from tests.harness import free_port, wait_until
 from tests.test_daemon_cli import _answers, _start_daemon, present, request_file, seed
+from tests.test_daemon_gauges import _metric, _scrape
 
 
 @pytest.fixture
@@ -125,15 +126,6 @@ def test_a_broker_that_cannot_come_back_makes_the_daemon_exit_with_an_error(data
     assert "Traceback" not in err
 
 
-def _metric(port: int, sample: str) -> float:
-    """One sample's value from the daemon's /metrics (0 when it is not exported yet)."""
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    for line in text.splitlines():
-        if line.startswith(sample + " "):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
-
-
 def test_acks_a_killed_broker_never_persisted_are_not_settled_twice(
         data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Acks the client sent into a broker that then died are lost, and the broker redelivers the
@@ -155,16 +147,17 @@ def test_acks_a_killed_broker_never_persisted_are_not_settled_twice(
         assert old is not None
         os.kill(old.pid, signal.SIGSTOP)
         deleted = 'pulsar_ledger_deletion_acked_total{outcome="deleted"}'
-        wait_until(lambda: _metric(port, deleted) == 20, 60, "the daemon to ack into the frozen broker", proc=proc)
+        wait_until(lambda: _metric(_scrape(port), deleted) == 20, 60, "the daemon to ack into the frozen broker",
+                   proc=proc)
         time.sleep(1.0)  # the client groups acks for 100 ms: let them all reach the socket
         os.kill(old.pid, signal.SIGKILL)
-        wait_until(lambda: _metric(port, "pulsar_ledger_deletion_received_total") >= 40, 90,
+        wait_until(lambda: (_metric(_scrape(port), "pulsar_ledger_deletion_received_total") or 0) >= 40, 90,
                    "the restarted broker to redeliver the messages whose acks it lost", proc=proc)
-        wait_until(lambda: _metric(port, "pulsar_ledger_deletion_ack_lost_total") == 20, 30,
+        wait_until(lambda: _metric(_scrape(port), "pulsar_ledger_deletion_ack_lost_total") == 20, 30,
                    "the redelivered messages to be acknowledged again", proc=proc)
-        assert _metric(port, deleted) == 20
-        assert _metric(port, 'pulsar_ledger_deletion_acked_total{outcome="absent"}') == 0
-        assert _metric(port, 'pulsar_ledger_deletion_acked_total{outcome="reconsumed"}') == 0
+        assert _metric(_scrape(port), deleted) == 20
+        assert _metric(_scrape(port), 'pulsar_ledger_deletion_acked_total{outcome="absent"}') == 0
+        assert _metric(_scrape(port), 'pulsar_ledger_deletion_acked_total{outcome="reconsumed"}') == 0
     except BaseException:
         print(_stop(proc)[1])
         raise

@@ -24,7 +24,6 @@ duplicate is recoverable, a missing record is not).
 from __future__ import annotations
 
 import hashlib
-import threading
 from collections import OrderedDict
 
 from deletion_service.broker.interface import Received
@@ -42,24 +41,22 @@ def _key(msg: Received) -> bytes:
 
 
 class SettledRecently:
+    """Not thread-safe, and need not be: only the worker thread receives and disposes of messages."""
+
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         self.capacity = capacity
         self._keys: OrderedDict[bytes, None] = OrderedDict()
-        self._lock = threading.Lock()
 
     def add(self, msg: Received) -> None:
         """``msg`` is settled and its ack sent."""
         key = _key(msg)
-        with self._lock:
-            self._keys[key] = None
-            self._keys.move_to_end(key)
-            while len(self._keys) > self.capacity:
-                self._keys.popitem(last=False)
+        self._keys[key] = None
+        self._keys.move_to_end(key)
+        while len(self._keys) > self.capacity:
+            self._keys.popitem(last=False)
 
     def __contains__(self, msg: Received) -> bool:
-        key = _key(msg)
-        with self._lock:
-            return key in self._keys
+        return _key(msg) in self._keys
 
     def __len__(self) -> int:
         return len(self._keys)

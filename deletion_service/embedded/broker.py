@@ -175,7 +175,6 @@ class EmbeddedBroker:
         """For run/demo: this data dir is ours until we exit; a second one is refused, naming our pid."""
         self.daemon_lock.acquire(what)
 
-
     def read_info(self) -> BrokerInfo | None:
         try:
             return BrokerInfo(**json.loads(self.info_path.read_text()))
