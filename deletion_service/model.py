@@ -81,6 +81,14 @@ class LedgerComponent(StrEnum):
     MANAGED_LEDGER = "MANAGED_LEDGER"
     MANAGED_CURSOR = "MANAGED_CURSOR"
     SCHEMA_STORAGE = "SCHEMA_STORAGE"
+    #: Ours (PIP-186 has none): a compacted topic's ledger; ``topicName`` is the compacted topic.
+    COMPACTED_LEDGER = "COMPACTED_LEDGER"
+    #: Ours: a delayed-delivery bucket's snapshot ledger (PIP-195); ``cursorName`` is its subscription.
+    DELAYED_INDEX_BUCKET = "DELAYED_INDEX_BUCKET"
+
+
+#: Components whose ledger belongs to one cursor (``cursorName`` required, and allowed only there).
+CURSOR_COMPONENTS = frozenset({LedgerComponent.MANAGED_CURSOR, LedgerComponent.DELAYED_INDEX_BUCKET})
 
 
 class LedgerType(StrEnum):
@@ -156,10 +164,10 @@ class DeleteLedgerPayload(_Wire):
         invalid, never resolved by picking one (a forged schemaId must not ride on an
         unrelated topicName past the reference check)."""
         component, ledger_type = self.ledger_component, self.ledger_type
-        if component == LedgerComponent.MANAGED_CURSOR and not self.cursor_name:
-            raise ValueError("cursorName is required for MANAGED_CURSOR")
-        if component != LedgerComponent.MANAGED_CURSOR and self.cursor_name:
-            raise ValueError(f"cursorName is only for MANAGED_CURSOR, not {component.value}")
+        if component in CURSOR_COMPONENTS and not self.cursor_name:
+            raise ValueError(f"cursorName is required for {component.value}")
+        if component not in CURSOR_COMPONENTS and self.cursor_name:
+            raise ValueError(f"cursorName is only for MANAGED_CURSOR and DELAYED_INDEX_BUCKET, not {component.value}")
         if component == LedgerComponent.SCHEMA_STORAGE:
             if not self.schema_id:
                 raise ValueError("schemaId is required for SCHEMA_STORAGE")
@@ -184,7 +192,10 @@ class DeleteLedgerPayload(_Wire):
 
     def describe(self) -> str:
         extra = {LedgerComponent.MANAGED_CURSOR: f" cursor {self.cursor_name}",
-                 LedgerComponent.SCHEMA_STORAGE: f" schema {self.schema_id}"}.get(self.ledger_component, "")
+                 LedgerComponent.SCHEMA_STORAGE: f" schema {self.schema_id}",
+                 LedgerComponent.COMPACTED_LEDGER: " (compacted ledger)",
+                 LedgerComponent.DELAYED_INDEX_BUCKET: f" delayed-delivery bucket of {self.cursor_name}",
+                 }.get(self.ledger_component, "")
         return f"{self.ledger_type.value} {self.ledger_id} of {self.topic_name}{extra}"
 
 

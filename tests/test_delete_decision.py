@@ -3,23 +3,16 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pytest
 
 from deletion_service.delete_phase import decision
 from deletion_service.delete_phase.decision import Action, Kind, Outcome, Policy, Verdict
 from deletion_service.delete_phase.facts import BookKeeperFact, DeleteResult, DeleteStatus, Facts, OffloadFact
-from deletion_service.delete_phase.references import topic_references
 from deletion_service.model import InvalidRequest, PendingDeleteLedgerInfo, decode
 from metastore.formats import (
-    IndexEntry,
-    LedgerInfo,
     LedgerMetadata,
-    ManagedCursorInfo,
-    ManagedLedgerInfo,
-    OffloadContext,
-    Position,
-    SchemaLocator,
 )
 
 NOW = 1_800_000_000_000
@@ -98,15 +91,22 @@ def test_mark_phase_request_still_listed_is_looked_at_again_within_the_grace(rea
     """trim sends, *then* writes: a request consumed in between must not be acked "in use"
     (the ledger would leave the list a moment later with no request left: an orphan)."""
     listed = Facts(NOW, attempts=50, references=("listed in the managed ledger",), bookkeeper=bk())
-    fresh = decision.decide(req(reason=reason, markedAt=NOW - 10_000), listed, POLICY)
-    assert (fresh.verdict, fresh.kind) == (Verdict.RECONSUME, Kind.IN_USE_GRACE)
-    assert 0 < fresh.delay_s <= POLICY.in_use_grace_s - 10, "never waits past the grace"
+    # first sight: the grace begins now (this daemon's clock), whatever markedAt says — a trim
+    # host whose clock is a day behind still gets its window (finding 9 of issue 27)
+    for marked_at in (NOW - 10_000, NOW - DAY_MS, NOW + 3_600_000):
+        fresh = decision.decide(req(reason=reason, markedAt=marked_at), listed, POLICY)
+        assert (fresh.verdict, fresh.kind) == (Verdict.RECONSUME, Kind.IN_USE_GRACE)
+        assert fresh.delay_s == POLICY.in_use_grace_s and fresh.grace_since_ms == NOW
+    # seen again within the grace: waits only what is left of it, the start carried unchanged
+    again = decision.decide(req(reason=reason), replace(listed, grace_since_ms=NOW - 10_000), POLICY)
+    assert again.verdict == Verdict.RECONSUME and again.delay_s == POLICY.in_use_grace_s - 10
+    assert again.grace_since_ms == NOW - 10_000
     # past the grace the mark phase crashed or aborted: the ledger really is in use
-    old = decision.decide(req(reason=reason, markedAt=NOW - 301_000), listed, POLICY)
+    old = decision.decide(req(reason=reason), replace(listed, grace_since_ms=NOW - 301_000), POLICY)
     assert old.verdict == Verdict.ACK_IN_USE
-    # a markedAt from the future opens no window (else a forged one would loop forever)
-    future = decision.decide(req(reason=reason, markedAt=NOW + 3_600_000), listed, POLICY)
-    assert future.verdict == Verdict.ACK_IN_USE
+    # a start from the future is not believed (else a forged one would loop forever): it restarts now
+    future = decision.decide(req(reason=reason), replace(listed, grace_since_ms=NOW + 3_600_000), POLICY)
+    assert future.verdict == Verdict.RECONSUME and future.grace_since_ms == NOW
     # the grace can be switched off
     off = decision.decide(req(reason=reason), listed, Policy(in_use_grace_s=0))
     assert off.verdict == Verdict.ACK_IN_USE
@@ -158,15 +158,16 @@ def test_open_ledgers_wait(state: str) -> None:
     assert exhausted.verdict == Verdict.DLQ and exhausted.kind == "max-retries-reached"
 
 
-@pytest.mark.parametrize("reason", ["orphan", "manual"])
-def test_young_orphans_wait_until_old_enough(reason: str) -> None:
+@pytest.mark.parametrize("reason", ["orphan", "manual", "trim", "topic-deleted"])
+def test_young_ledgers_wait_until_old_enough_unless_the_facts_prove_them_superseded(reason: str) -> None:
+    """The reason is a claim: it buys nothing (finding 1 of issue 27).  Only a proof read from the
+    metadata (the owner already records a newer ledger, or is gone) lets a young ledger go."""
     young = bk(ctime=NOW - 3_600_000)  # an hour old
     action = decision.decide(req(reason=reason), Facts(NOW, bookkeeper=young), POLICY)
-    assert action.verdict == Verdict.RECONSUME
+    assert action.verdict == Verdict.RECONSUME and action.kind == Kind.NOT_YET
     assert action.delay_s == pytest.approx(86_400 - 3_600)
-    # trim and topic-deleted requests come from Pulsar itself: no age guard.
-    trimmed = decision.decide(req(reason="trim"), Facts(NOW, bookkeeper=young), POLICY)
-    assert trimmed.verdict == Verdict.DELETE_BOOKKEEPER
+    proven = Facts(NOW, bookkeeper=young, superseded="t/ns/orders already lists newer ledger 9")
+    assert decision.decide(req(reason=reason), proven, POLICY).verdict == Verdict.DELETE_BOOKKEEPER
 
 
 def test_age_falls_back_to_znode_ctime() -> None:
@@ -209,25 +210,13 @@ def test_offload_rows(fact: OffloadFact, verdict: Verdict) -> None:
     assert decision.decide(req(**OFFLOAD), Facts(NOW, offload=fact), POLICY).verdict == verdict
 
 
-def test_young_offloaded_orphan_waits() -> None:
+@pytest.mark.parametrize("reason", ["orphan", "trim"])
+def test_young_offloaded_copy_waits_unless_superseded(reason: str) -> None:
     fact = OffloadFact(present=True, verified="ok", oldest_object_ms=NOW - 1000)
-    assert decision.decide(req(reason="orphan", **OFFLOAD), Facts(NOW, offload=fact), POLICY).verdict == (
+    assert decision.decide(req(reason=reason, **OFFLOAD), Facts(NOW, offload=fact), POLICY).verdict == (
         Verdict.RECONSUME)
-
-
-def test_references_cover_every_kind_of_ledger() -> None:
-    ml = ManagedLedgerInfo([LedgerInfo(1), LedgerInfo(2, offload_context=OffloadContext(complete=True))])
-    cursors = {
-        "in-store": ManagedCursorInfo(-1, Position(1, 0)),
-        "in-ledger": ManagedCursorInfo(55, Position(1, 0)),
-        "__compaction": ManagedCursorInfo(-1, Position(1, 0), properties={"CompactedTopicLedger": 77}),
-    }
-    entries = [IndexEntry(0, Position(90, 0)), IndexEntry(1, Position(91, 0))]
-    schema = SchemaLocator(entries[1], entries)
-    refs = topic_references(ml, cursors, schema, "t/ns/orders")
-    assert set(refs) == {1, 2, 55, 77, 90, 91}
-    assert "offloaded" in refs[2][0] and "in-ledger" in refs[55][0] and "compacted" in refs[77][0]
-    assert topic_references(None, {}, None) == {}
+    proven = Facts(NOW, offload=fact, superseded="its offload context now names a later offload")
+    assert decision.decide(req(reason=reason, **OFFLOAD), proven, POLICY).verdict == Verdict.DELETE_OFFLOAD
 
 
 # Every delete result, for each delete verdict, settles into the disposition the table says.

@@ -30,7 +30,8 @@ from tests.deletion_world import DAY_MS, S3Bucket, World, make_world, now_ms, re
 from tests.harness import MotoS3Server, PulsarLiteBroker, ZooKeeperServer
 
 GARBAGE = [b"{not json", b"\xff\xfe\x00", b'{"topicName": "persistent://t/ns/x"}']
-DUPLICATED = 10  # verified requests delivered a second time, after everything else
+DUPLICATED = 10
+CURRENT_LEDGER = 10**9  # each topic's current ledger: newer than any other ledger of the run  # verified requests delivered a second time, after everything else
 
 #: Every row of the run, in the order its requests are sent, and how each of its requests ends (None: it
 #: does not end yet, held in RETRY).  Each row is one test below.
@@ -143,7 +144,8 @@ def _topic_rows(
     w.bk_ledger(cursor_ledger, pulsar_custom_metadata(topic, "sub-ledger"))
     w.bk_ledger(schema_ledger, schema_custom_metadata(topic))
     w.bk_ledger(compacted, {"application": "pulsar", "component": "compacted-ledger"})
-    w.managed_ledger(topic, [*listed, LedgerInfo(next(ids))])
+    # its current ledger, newer than every ledger below: what proves a young trimmed ledger superseded
+    w.managed_ledger(topic, [*listed, LedgerInfo(CURRENT_LEDGER + topics.index(topic))])
     w.cursor(topic, "sub-store", Position(listed[0], 3))
     w.cursor(topic, "sub-ledger", Position(listed[0], 3), cursors_ledger_id=cursor_ledger)
     w.cursor(topic, "__compaction", Position(listed[0], 3), properties={"CompactedTopicLedger": compacted})
@@ -165,11 +167,12 @@ def _topic_rows(
         sends.append(request(topic, lid))
     for i in range(5):
         lid = rows["deleted: unreferenced cursor ledger"].add(next(ids), gone=True)
-        w.bk_ledger(lid, pulsar_custom_metadata(topic, f"old-sub-{i}"))
+        # a gone cursor proves nothing about a young cursor ledger (created before its cursor): old ones
+        w.bk_ledger(lid, pulsar_custom_metadata(topic, f"old-sub-{i}"), ctime_ms=now_ms() - 2 * DAY_MS)
         sends.append(request(topic, lid, "MANAGED_CURSOR", cursorName=f"old-sub-{i}"))
     for _ in range(3):
         lid = rows["deleted: unreferenced schema ledger"].add(next(ids), gone=True)
-        w.bk_ledger(lid, schema_custom_metadata(topic))
+        w.bk_ledger(lid, schema_custom_metadata(topic), ctime_ms=now_ms() - 2 * DAY_MS)
         sends.append(request(topic, lid, "SCHEMA_STORAGE", schemaId=schema_id(topic)))
 
     # Forged: another topic's ledger, a wrong cursor, a non-Pulsar ledger, a cursor ledger as data.
@@ -193,7 +196,9 @@ def _topic_rows(
         lid = rows[f"dlq: {state} until the budget is spent"].add(next(ids), gone=False)
         w.bk_ledger(lid, pulsar_custom_metadata(topic), state=state)
         sends.append(request(topic, lid))
-    lid = rows["held: young orphan"].add(next(ids), gone=False)
+    # newer than the topic's current ledger, as a ledger being rolled over to is: nothing proves it
+    # superseded, so it waits out the age guard whatever its request's reason says
+    lid = rows["held: young orphan"].add(CURRENT_LEDGER + 1000 + topics.index(topic), gone=False)
     w.bk_ledger(lid, pulsar_custom_metadata(topic), ctime_ms=now_ms() - 60_000)
     sends.append(request(topic, lid, reason="orphan"))
     lid = rows["deleted: old ledger, manual request"].add(next(ids), gone=True)

@@ -317,9 +317,10 @@ def test_a_flood_of_far_future_retries_cannot_starve_a_due_one(world: World) -> 
 def test_a_ctime_far_in_the_future_parks_nothing_for_a_year_and_strands_no_batch_mate(world: World) -> None:
     topic = "persistent://t/ns/skewed"
     w = world.writer
+    w.managed_ledger(topic, [])  # exists, records nothing newer: nothing proves 1200 superseded
     w.bk_ledger(1200, pulsar_custom_metadata(topic), ctime_ms=now_ms() + 400 * 365 * DAY_MS)
     for lid in (1201, 1202):
-        w.bk_ledger(lid, pulsar_custom_metadata(topic))
+        w.bk_ledger(lid, pulsar_custom_metadata(topic), ctime_ms=now_ms() - 2 * DAY_MS)
     world.start()
     world.service.send_pending_delete(request(topic, 1200, reason="orphan"))
     for lid in (1201, 1202):

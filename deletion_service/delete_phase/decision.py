@@ -68,6 +68,8 @@ class Action:
     cause: Kind = Kind.NONE
     #: for RECONSUME: False when the request was never tried (deferred through an outage): attempts unchanged
     counts: bool = True
+    #: for an in-use-grace RECONSUME: when the grace began (this daemon's clock), carried on the RETRY copy
+    grace_since_ms: int | None = None
     #: what was verified (and deleted) on the way to this action, for the audit trail; filled by the
     #: pipeline, not by the table, and not part of the verdict (so not compared)
     evidence: Evidence | None = field(default=None, compare=False)
@@ -97,10 +99,9 @@ class Policy:
         return max(self.reconsume_later_s, self.in_use_grace_s, self.min_ledger_age_s, 1.0)
 
 
-AGE_GUARDED = frozenset({Reason.ORPHAN, Reason.MANUAL})
 #: Requests a mark phase sends *before* it removes the ledger from its list.
 MARK_PHASE = frozenset({Reason.TRIM, Reason.TOPIC_DELETED})
-#: A ``markedAt`` further ahead of our clock than this is not trusted to open a grace window.
+#: A grace start further ahead of our clock than this is not believed (it would never end).
 CLOCK_SKEW_S = 60.0
 
 
@@ -170,30 +171,41 @@ def _in_use_grace(request: PendingDeleteLedgerInfo, in_use: str, facts: Facts, p
 
     A request consumed in between finds its ledger still listed; acking it as
     "in use" then would leave an orphan the moment the write lands.  So a
-    trim/topic-deleted request younger than the grace (from ``markedAt``) is
-    looked at again, at most when the grace ends; past it, the ledger really is
-    in use (the mark phase crashed or aborted).  Bounded by time, not by the
-    retry budget; a ``markedAt`` from the future opens no window."""
+    trim/topic-deleted request is looked at again until the grace ends; past it,
+    the ledger really is in use (the mark phase crashed or aborted).
+
+    The grace runs from when *this daemon* first found the request in use
+    (``grace_since_ms``, our own clock, carried on the RETRY copy), never from
+    ``markedAt``: that is another host's clock, and a trim host behind ours by
+    more than the grace would get no window at all.  First sight is never before
+    the send, and trim writes within the grace of its first send (``trim.py``
+    aborts otherwise), so the write always lands inside the window.  The claimed
+    reason only buys a wait, never a deletion: a forged one (or a forged start)
+    at worst acks a listed ledger as in use.  Bounded by time, not the retry budget."""
     if request.reason not in MARK_PHASE or policy.in_use_grace_s <= 0:
         return None
-    age_s = (facts.now_ms - request.marked_at) / 1000
-    if age_s < -CLOCK_SKEW_S:
-        return None
-    left_s = policy.in_use_grace_s - max(age_s, 0.0)
+    since_ms = facts.grace_since_ms
+    if since_ms is None or since_ms > facts.now_ms + CLOCK_SKEW_S * 1000:
+        since_ms = facts.now_ms
+    left_s = policy.in_use_grace_s - max((facts.now_ms - since_ms) / 1000, 0.0)
     if left_s <= 0:
         return None
     delay_s = min(left_s, max(policy.reconsume_later_s, 1.0))
     return Action(Verdict.RECONSUME, f"{in_use}; its mark phase may not have written yet (grace "
-                  f"{policy.in_use_grace_s:g}s)", delay_s=delay_s, kind=Kind.IN_USE_GRACE)
+                  f"{policy.in_use_grace_s:g}s)", delay_s=delay_s, kind=Kind.IN_USE_GRACE, grace_since_ms=since_ms)
 
 
 def _too_young(request: PendingDeleteLedgerInfo, created_ms: int | None, facts: Facts, policy: Policy) -> Action | None:
-    """Orphan and manual requests come from scans and people, not from Pulsar's own trim:
-    a ledger created moments ago may simply not be registered yet."""
-    if request.reason not in AGE_GUARDED:
+    """Pulsar creates every ledger before it records it (rollover, a cursor ledger, a schema version,
+    a compaction, a bucket snapshot): a ledger created moments ago may simply not be recorded yet.
+
+    Whatever the request's ``reason`` claims, a ledger younger than ``minLedgerAgeSeconds`` is
+    deleted only when the metadata proves it can never be recorded again (``facts.superseded``,
+    from the reference model: its owner already records a newer one, or is gone)."""
+    if facts.superseded is not None:
         return None
     if created_ms is None:
-        return Action(Verdict.DLQ, "cannot tell the ledger's age for an orphan/manual request",
+        return Action(Verdict.DLQ, "cannot tell the ledger's age, and nothing proves it superseded",
                       kind=Kind.CANNOT_VERIFY)
     remaining_s = policy.min_ledger_age_s - (facts.now_ms - created_ms) / 1000
     if remaining_s <= 0:

@@ -24,6 +24,9 @@ DLQ_PAYLOAD_BASE64 = "payloadBase64"
 DLQ_PAYLOAD_TRUNCATED = "payloadTruncated"
 DLQ_PAYLOAD_SIZE = "payloadSize"
 DLQ_PAYLOAD_SHA256 = "payloadSha256"
+#: Ours: when this daemon first held the request in its in-use grace (ms, its own clock).  A forged
+#: value can only end the grace of its own message early: that acks a listed ledger as in use.
+GRACE_SINCE = "ledgerDeletionGraceSince"
 
 #: The DLQ copy's body is cut to this, so it always fits a broker's message limit (Pulsar's
 #: default is 5 MB; the request topics' own copies are at most ``model.MAX_PAYLOAD_BYTES``).
@@ -41,6 +44,14 @@ def attempts(message: Received) -> int:
         return max(0, int(message.properties.get(RECONSUMETIMES, "0")))
     except ValueError:
         return 0
+
+
+def grace_since(message: Received) -> int | None:
+    """When the request's in-use grace began, from its RETRY copy (``None``: not begun, or garbled)."""
+    try:
+        return int(message.properties.get(GRACE_SINCE, "")[:20])
+    except ValueError:
+        return None
 
 
 def due_at_ms(message: Received, max_delay_s: float, now_ms: int) -> int:
@@ -73,11 +84,15 @@ def _carried(message: Received) -> dict[str, str]:
     return dict(list(kept.items())[:MAX_PROPERTIES])
 
 
-def retry_copy(message: Received, delay_s: float, counts: bool = True) -> Outgoing:
+def retry_copy(message: Received, delay_s: float, counts: bool = True,
+               grace_since_ms: int | None = None) -> Outgoing:
     """Reconsume later, step one: the copy for RETRY (the caller acks the original once it is receipted).
-    ``counts`` False: a deferral that is no try of the request's (an outage), its attempts unchanged."""
+    ``counts`` False: a deferral that is no try of the request's (an outage), its attempts unchanged.
+    ``grace_since_ms``: the in-use grace this copy waits out began then (see ``decision._in_use_grace``)."""
     props = {**_carried(message), **_origin(message),
              RECONSUMETIMES: str(attempts(message) + (1 if counts else 0)), DELAY_TIME: str(int(delay_s * 1000))}
+    if grace_since_ms is not None:
+        props[GRACE_SINCE] = str(grace_since_ms)
     return Outgoing(message.data, props, delay_s, source_topic=message.topic)
 
 

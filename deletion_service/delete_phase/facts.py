@@ -8,7 +8,7 @@ fact rather than raised, so the decision table sees every case.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 
 from metastore.formats import LedgerMetadata
@@ -67,7 +67,12 @@ class Facts:
     transient: str | None = None  # a dependency failed while gathering (retry later)
     bookkeeper: BookKeeperFact | None = None
     offload: OffloadFact | None = None
-    notes: tuple[str, ...] = field(default=())
+    #: why the metadata proves the (unreferenced) data can never be referenced again
+    #: (``reference_model.superseded``); ``None``: unproven, so a young ledger waits out the age guard
+    superseded: str | None = None
+    #: when this daemon first held the request still in use within its grace (its own clock,
+    #: carried on its RETRY copies); ``None``: not yet
+    grace_since_ms: int | None = None
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,6 @@ from typing import TypeVar
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from deletion_service.delete_phase.facts import BookKeeperFact, Facts, OffloadFact
-from deletion_service.delete_phase.references import topic_references
 from deletion_service.delete_phase.verify_offload import (
     IndexCheck,
     IndexExpectation,
@@ -41,7 +40,15 @@ from deletion_service.delete_phase.verify_offload import (
     combine,
     judge_index,
 )
-from deletion_service.model import LedgerType, PendingDeleteLedgerInfo
+from deletion_service.model import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
+from deletion_service.reference_model import (
+    LedgerKind,
+    TopicMetadata,
+    UnreadableReference,
+    kind_of,
+    offload_superseded,
+    superseded,
+)
 from metastore.formats import (
     FormatError,
     LedgerLayout,
@@ -56,7 +63,8 @@ from metastore.formats import (
     schema_path,
     topic_from_managed_ledger_name,
 )
-from metastore.formats.custom_metadata import MANAGED_LEDGER_KEY, SCHEMA_ID_KEY
+from metastore.formats.custom_metadata import COMPACTED_TOPIC_KEY, CURSOR_KEY, MANAGED_LEDGER_KEY, SCHEMA_ID_KEY
+from metastore.formats.pulsar_paths import url_decode
 from metastore.interface import MetadataStore, MetadataStoreUnavailable, Node
 from offloaders.interface import (
     OFFLOAD_CONCURRENCY,
@@ -66,6 +74,7 @@ from offloaders.interface import (
     OffloadTarget,
     OffloadTargetError,
     OffloadTransientError,
+    java_uuid,
 )
 from offloaders.registry import OffloaderSettings, offloader_for
 
@@ -85,10 +94,25 @@ def in_process_retry(attempts: int = 3, max_wait_s: float = 2.0) -> Retrying:
 
 @dataclass
 class _Owner:
-    """What one managed-ledger or schema node references, or why we cannot tell."""
+    """One managed-ledger (with its cursors) or schema node, decoded; or why it cannot be."""
 
-    references: dict[int, list[str]]
+    meta: TopicMetadata
+    exists: bool
     unverifiable: str | None = None
+
+    def references(self, request: PendingDeleteLedgerInfo) -> list[str]:
+        """Why this owner still reaches the request's data: for a BookKeeper ledger every reference
+        to its id (the reference model's); for an offloaded copy every offload context that names
+        one of its uuids (any ledger's: a streaming segment holds several)."""
+        if request.ledger_type == LedgerType.OFFLOAD_LEDGER:
+            uuids = _uuids(request)
+            return [f"offloaded copy {ref.uuid} is named by the offload context of ledger {ref.ledger_id} "
+                    f"of {ref.topic}" for ref in self.meta.offload_references() if ref.uuid in uuids]
+        refs = [ref.why for ref in self.meta.references() if ref.ledger_id == request.ledger_id]
+        hidden = self.meta.hidden
+        if hidden is not None and request.ledger_component == LedgerComponent.COMPACTED_LEDGER:
+            refs.append(hidden)
+        return refs
 
 
 @dataclass(frozen=True)
@@ -97,6 +121,8 @@ class _Claims:
 
     managed_ledgers: frozenset[str]  # managed-ledger node paths
     schemas: frozenset[str]  # schema node paths
+    #: the node BookKeeper's metadata (or, for an offloaded copy, the verified index) proves is the owner
+    proven: str | None = None
 
 
 class FactGatherer:
@@ -117,9 +143,11 @@ class FactGatherer:
         self.retry = retry
         self._layout: LedgerLayout | None = None
 
-    def gather(self, requests: Sequence[PendingDeleteLedgerInfo], attempts: Sequence[int]) -> list[Facts]:
+    def gather(self, requests: Sequence[PendingDeleteLedgerInfo], attempts: Sequence[int],
+               grace_since: Sequence[int | None] | None = None) -> list[Facts]:
         now_ms = int(self.clock() * 1000)
-        out = [Facts(now_ms, a) for a in attempts]
+        out = [Facts(now_ms, a, grace_since_ms=g)
+               for a, g in zip(attempts, grace_since or [None] * len(attempts), strict=True)]
         ledger_reqs = [i for i, r in enumerate(requests) if r.ledger_type == LedgerType.LEDGER]
         offload_reqs = [i for i, r in enumerate(requests) if r.ledger_type == LedgerType.OFFLOAD_LEDGER]
 
@@ -142,9 +170,16 @@ class FactGatherer:
             unverifiable = out[i].unverifiable
             for path in sorted(claim.managed_ledgers | claim.schemas):
                 owner = owners[path]
+                try:
+                    refs += owner.references(request) if owner.unverifiable is None else []
+                except UnreadableReference as e:
+                    owner.unverifiable = str(e)
                 unverifiable = unverifiable or owner.unverifiable
-                refs += owner.references.get(request.ledger_id, [])
-            out[i] = replace(out[i], references=tuple(dict.fromkeys(refs)), unverifiable=unverifiable)
+            proof = None
+            if not refs and unverifiable is None and claim.proven is not None:
+                proof = _superseded(request, out[i], owners[claim.proven])
+            out[i] = replace(out[i], references=tuple(dict.fromkeys(refs)), unverifiable=unverifiable,
+                             superseded=proof)
         return out
 
     # ---- BookKeeper
@@ -250,18 +285,26 @@ class FactGatherer:
         """The request's own topic, plus whatever BookKeeper's metadata says owns the ledger."""
         mls = {_managed_ledger_path(request.topic_name)}
         schemas = {_schema_path(request.topic_name)}
+        proven: str | None = None
         bk = facts.bookkeeper
         if bk is not None and bk.metadata is not None:
-            proven_ml = bk.metadata.custom_text(MANAGED_LEDGER_KEY)
-            if proven_ml:
-                # not a managed-ledger name: nothing to read, and the mismatch row refuses the request
-                with contextlib.suppress(ValueError):
-                    mls.add(_managed_ledger_path_of_name(proven_ml))
-            proven_schema = bk.metadata.custom_text(SCHEMA_ID_KEY)
-            if proven_schema:
-                with contextlib.suppress(ValueError):  # not a schema id: the mismatch row refuses it
-                    schemas.add(_schema_path_of_id(proven_schema))
-        return _Claims(frozenset(mls), frozenset(schemas))
+            kind = kind_of(bk.metadata)
+            # Not a well-formed name: nothing to read, and the mismatch row refuses the request.
+            with contextlib.suppress(ValueError):
+                if proven_ml := bk.metadata.custom_text(MANAGED_LEDGER_KEY):
+                    mls.add(path := _managed_ledger_path_of_name(proven_ml))
+                    proven = path if kind is not LedgerKind.SCHEMA else proven
+            with contextlib.suppress(ValueError):
+                if proven_schema := bk.metadata.custom_text(SCHEMA_ID_KEY):
+                    schemas.add(path := _schema_path_of_id(proven_schema))
+                    proven = path if kind is LedgerKind.SCHEMA else proven
+            with contextlib.suppress(ValueError):
+                if compacted := bk.metadata.custom_text(COMPACTED_TOPIC_KEY):
+                    mls.add(path := _managed_ledger_path(compacted))
+                    proven = path if kind is LedgerKind.COMPACTED else proven
+        elif facts.offload is not None and facts.offload.verified is not None:
+            proven = _managed_ledger_path(request.topic_name)  # the index names the request's own topic
+        return _Claims(frozenset(mls), frozenset(schemas), proven)
 
     def _read_owners(self, claims: Sequence[_Claims]) -> tuple[dict[str, _Owner], str | None]:
         """Every claimed node's references; or, when the metadata store is down, why."""
@@ -281,13 +324,13 @@ class FactGatherer:
             bad = failed.get(path) or next((cursor_failed[p] for p in cursor_paths.get(path, ())
                                             if p in cursor_failed), None)
             if bad is not None:
-                owners[path] = _Owner({}, unverifiable=f"metadata at {path}: {bad[1]}")
+                owners[path] = _Owner(TopicMetadata(path), True, unverifiable=f"metadata at {path}: {bad[1]}")
                 continue
             cursors = {p.rsplit("/", 1)[1]: cursor_nodes[p] for p in cursor_paths.get(path, ())}
             owners[path] = _managed_ledger_owner(path, nodes[path], cursors)
         for path in schema_paths:
             if path in failed:
-                owners[path] = _Owner({}, unverifiable=f"metadata at {path}: {failed[path][1]}")
+                owners[path] = _Owner(TopicMetadata(path), True, unverifiable=f"metadata at {path}: {failed[path][1]}")
             else:
                 owners[path] = _schema_owner(path, nodes[path])
         return owners, None
@@ -381,21 +424,60 @@ def verify_offloaded_copy(offloader: Offloader, target: OffloadTarget,
 
 
 def _managed_ledger_owner(path: str, ml: Node | None, cursors: dict[str, Node | None]) -> _Owner:
+    topic = _topic_of_path(path)
     try:
         ml_info = decode_managed_ledger(ml.data) if ml is not None else None
-        cursor_infos = {name: decode_cursor(n.data) for name, n in cursors.items() if n is not None}
+        cursor_infos = {_cursor_name(name): decode_cursor(n.data) for name, n in cursors.items() if n is not None}
     except Exception as e:  # noqa: BLE001 - FormatError, or any decoder surprise on stored bytes
         # Without every reference we cannot prove a ledger unused: never guess.
-        return _Owner({}, unverifiable=f"metadata at {path} unreadable: {e}")
-    return _Owner(topic_references(ml_info, cursor_infos, None))
+        return _Owner(TopicMetadata(topic), True, unverifiable=f"metadata at {path} unreadable: {e}")
+    return _Owner(TopicMetadata(topic, ml_info, cursor_infos), exists=ml is not None)
 
 
 def _schema_owner(path: str, node: Node | None) -> _Owner:
+    schema = path.removeprefix("/schemas/")
     try:
         locator = decode_schema_locator(node.data) if node is not None and node.data else None
     except Exception as e:  # noqa: BLE001 - FormatError, or any decoder surprise on stored bytes
-        return _Owner({}, unverifiable=f"schema at {path} unreadable: {e}")
-    return _Owner(topic_references(None, {}, locator, path.removeprefix("/schemas/")))
+        return _Owner(TopicMetadata(schema), True, unverifiable=f"schema at {path} unreadable: {e}")
+    return _Owner(TopicMetadata(schema, schema=locator, schema_id=schema), exists=node is not None)
+
+
+def _superseded(request: PendingDeleteLedgerInfo, facts: Facts, owner: _Owner) -> str | None:
+    """The proof (reference model) that the request's unreferenced data can never be referenced
+    again, read from the owner BookKeeper's metadata or the verified index names."""
+    if owner.unverifiable is not None:
+        return None
+    bk = facts.bookkeeper
+    if request.ledger_type == LedgerType.LEDGER:
+        if bk is None or bk.metadata is None:
+            return None
+        return superseded(kind_of(bk.metadata), request.ledger_id, owner.meta,
+                          cursor=bk.metadata.custom_text(CURSOR_KEY), owner_exists=owner.exists)
+    return offload_superseded(request.ledger_id, _uuids(request), owner.meta, owner_exists=owner.exists)
+
+
+def _uuids(request: PendingDeleteLedgerInfo) -> frozenset[str]:
+    """The uuids whose objects an offload request would delete (its context's and its segments')."""
+    ctx = request.offload_context
+    if ctx is None:
+        return frozenset()
+    return frozenset(java_uuid(u.uid_msb, u.uid_lsb) for u in (ctx, *ctx.segments) if u.uid_msb or u.uid_lsb)
+
+
+def _topic_of_path(path: str) -> str:
+    """The topic a managed-ledger node path names (the path itself when it names none: only for messages)."""
+    try:
+        return str(topic_from_managed_ledger_name(path.removeprefix("/managed-ledgers/")))
+    except ValueError:
+        return path
+
+
+def _cursor_name(node_name: str) -> str:
+    try:
+        return url_decode(node_name)
+    except ValueError:
+        return node_name  # not Pulsar's encoding: the node's own name is the best we know
 
 
 def _bookkeeper_fact(path: str, node: Node | None) -> BookKeeperFact:

@@ -26,6 +26,7 @@ from typing import Any
 
 from deletion_service.delete_phase.breaker import Breaker
 from deletion_service.delete_phase.decision import Policy
+from deletion_service.delete_phase.dispose import grace_since
 from deletion_service.delete_phase.pipeline import DeletePipeline
 
 _log = logging.getLogger(__name__)
@@ -102,7 +103,8 @@ class OffloadLane:
                 self._working = 0
 
     def _run(self, batch: list[Any]) -> list[Any]:
-        actions = self.pipeline.run([p.request for p in batch], [self.attempts(p) for p in batch], self.policy)
+        actions = self.pipeline.run([p.request for p in batch], [self.attempts(p) for p in batch], self.policy,
+                                    [grace_since(p.message) for p in batch])
         for p, action in zip(batch, actions, strict=True):
             p.action = action
         transient = [p for p in batch if p.action.transient]

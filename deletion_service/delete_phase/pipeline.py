@@ -40,9 +40,9 @@ class DeletePipeline:
         return self.executor.dry_run
 
     def run(self, requests: Sequence[PendingDeleteLedgerInfo], attempts: Sequence[int],
-            policy: Policy) -> list[Action]:
-        """The settled action of each request, in order."""
-        facts = self._gather(requests, attempts)
+            policy: Policy, grace_since: Sequence[int | None] | None = None) -> list[Action]:
+        """The settled action of each request, in order (``grace_since``: see ``Facts.grace_since_ms``)."""
+        facts = self._gather(requests, attempts, grace_since or [None] * len(requests))
         actions = [self._decide(r, f, policy) for r, f in zip(requests, facts, strict=True)]
         try:
             results: list[DeleteResult | None] = self.executor.run(actions, facts)
@@ -61,15 +61,16 @@ class DeletePipeline:
             settled.append(replace(action, evidence=Evidence.of(f, result)))
         return settled
 
-    def _gather(self, requests: Sequence[PendingDeleteLedgerInfo], attempts: Sequence[int]) -> list[Facts]:
+    def _gather(self, requests: Sequence[PendingDeleteLedgerInfo], attempts: Sequence[int],
+                grace_since: Sequence[int | None]) -> list[Facts]:
         try:
-            return self.gatherer.gather(requests, attempts)
+            return self.gatherer.gather(requests, attempts, grace_since)
         except Exception:  # noqa: BLE001 - find the request that causes it; the others go on
             _log.exception("gathering a batch of %d failed; gathering request by request", len(requests))
         out = []
-        for request, tries in zip(requests, attempts, strict=True):
+        for request, tries, since in zip(requests, attempts, grace_since, strict=True):
             try:
-                [facts] = self.gatherer.gather([request], [tries])
+                [facts] = self.gatherer.gather([request], [tries], [since])
             except Exception as e:  # noqa: BLE001 - this request's own failure
                 facts = Facts(0, tries, internal_error=f"{type(e).__name__}: {e}")
             out.append(facts)

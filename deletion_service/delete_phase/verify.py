@@ -2,17 +2,21 @@
 
 Anyone who can publish to the system topic can forge a request, so a ledger
 is deleted only when the custom metadata Pulsar wrote at creation names the
-same topic, component, cursor or schema as the request.  A mismatch is never
+same topic, component, cursor or schema as the request (a compacted ledger: the
+compacted topic; a delayed-delivery bucket: its managed ledger and cursor).  A mismatch is never
 deleted and never retried: retrying cannot make it match.
 """
 
 from __future__ import annotations
 
-from deletion_service.model import DeleteLedgerPayload, LedgerComponent
+from deletion_service.model import CURSOR_COMPONENTS, DeleteLedgerPayload, LedgerComponent
 from metastore.formats import LedgerMetadata, managed_ledger_name, schema_id
 from metastore.formats.custom_metadata import (
     APPLICATION_KEY,
     APPLICATION_PULSAR,
+    COMPACTED_TOPIC_KEY,
+    COMPONENT_COMPACTED_LEDGER,
+    COMPONENT_DELAYED_INDEX_BUCKET,
     COMPONENT_KEY,
     COMPONENT_MANAGED_LEDGER,
     COMPONENT_SCHEMA,
@@ -36,7 +40,16 @@ def mismatch(request: DeleteLedgerPayload, metadata: LedgerMetadata) -> str | No
             if meta.get(SCHEMA_ID_KEY) != claimed:
                 return f"schema id differs: request {claimed!r}, BookKeeper {meta.get(SCHEMA_ID_KEY)!r}"
         return None
-    if component != COMPONENT_MANAGED_LEDGER:
+    if request.ledger_component == LedgerComponent.COMPACTED_LEDGER:
+        if component != COMPONENT_COMPACTED_LEDGER:
+            return f"request says compacted ledger, BookKeeper says component={component!r}"
+        if meta.get(COMPACTED_TOPIC_KEY) != request.topic_name:
+            return (f"compacted topic differs: request {request.topic_name!r}, "
+                    f"BookKeeper {meta.get(COMPACTED_TOPIC_KEY)!r}")
+        return None
+    wanted = (COMPONENT_DELAYED_INDEX_BUCKET if request.ledger_component == LedgerComponent.DELAYED_INDEX_BUCKET
+              else COMPONENT_MANAGED_LEDGER)
+    if component != wanted:
         return f"request says {request.ledger_component.value}, BookKeeper says component={component!r}"
     expected_ml = managed_ledger_name(request.topic_name)
     if meta.get(MANAGED_LEDGER_KEY) != expected_ml:
@@ -44,6 +57,6 @@ def mismatch(request: DeleteLedgerPayload, metadata: LedgerMetadata) -> str | No
     cursor = meta.get(CURSOR_KEY)
     if request.ledger_component == LedgerComponent.MANAGED_LEDGER and cursor is not None:
         return f"request says data ledger, BookKeeper says cursor ledger of {cursor!r}"
-    if request.ledger_component == LedgerComponent.MANAGED_CURSOR and cursor != request.cursor_name:
+    if request.ledger_component in CURSOR_COMPONENTS and cursor != request.cursor_name:
         return f"cursor differs: request {request.cursor_name!r}, BookKeeper {cursor!r}"
     return None

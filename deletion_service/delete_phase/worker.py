@@ -321,7 +321,8 @@ class DeletePhaseWorker:
             pending = [p for p in pending if id(p) not in in_lane]  # the lane decides them; settled later
         if valid:
             tries = [dispose.attempts(p.message) for p, _ in valid]
-            actions = self.pipeline.run([r for _, r in valid], tries, self.policy)
+            actions = self.pipeline.run([r for _, r in valid], tries, self.policy,
+                                        [dispose.grace_since(p.message) for p, _ in valid])
             for (p, _), action in zip(valid, actions, strict=True):
                 p.action = action
         if in_lane:  # this batch's BookKeeper deletes are done; its offload deletes wait in their lane
@@ -419,7 +420,8 @@ class DeletePhaseWorker:
     def _copy_of(p: _Pending) -> Outgoing:
         """The RETRY or DLQ copy of a message to reconsume or dead-letter."""
         if p.action.verdict == Verdict.RECONSUME:
-            return dispose.retry_copy(p.message, p.action.delay_s, counts=p.action.counts)
+            return dispose.retry_copy(p.message, p.action.delay_s, counts=p.action.counts,
+                                      grace_since_ms=p.action.grace_since_ms)
         return dispose.dead_letter_copy(p.message, p.action.kind.value or "failed", p.action.reason,
                                         undecodable=p.undecodable)
 

@@ -49,6 +49,8 @@ COMPONENT_MANAGED_LEDGER = "managed-ledger"
 COMPONENT_SCHEMA = "schema"
 #: A compacted topic's ledger (``LedgerMetadataUtils.buildMetadataForCompactedLedger``).
 COMPONENT_COMPACTED_LEDGER = "compacted-ledger"
+#: A delayed-delivery bucket's snapshot ledger (PIP-195), with :data:`MANAGED_LEDGER_KEY` and :data:`CURSOR_KEY`.
+COMPONENT_DELAYED_INDEX_BUCKET = "delayed-index-bucket"
 
 #: The managed ledger a data or cursor ledger belongs to.
 MANAGED_LEDGER_KEY = "pulsar/managed-ledger"

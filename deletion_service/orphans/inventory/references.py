@@ -10,7 +10,6 @@ from typing import Any
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
-from deletion_service.delete_phase.references import COMPACTED_LEDGER_PROPERTY, COMPACTION_CURSOR
 from deletion_service.orphans.batching import batched
 from deletion_service.orphans.inventory.common import (
     LIST_THREADS,
@@ -27,6 +26,7 @@ from deletion_service.orphans.schemas import (
     REFERENCES,
     TOPICS,
 )
+from deletion_service.reference_model import COMPACTED_LEDGER_PROPERTY, COMPACTION_CURSOR
 from metastore.formats import (
     ManagedCursorInfo,
     ManagedLedgerInfo,
