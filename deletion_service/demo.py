@@ -134,7 +134,8 @@ def mark(service: LedgerDeletionService, plan: DemoPlan, on_trim: Callable[[str,
         return answers
 
     for topic in plan.topics:
-        result = trim(service.store, topic, send, offline=True)
+        result = trim(service.store, topic, send, offline=True,
+                      write_within_s=service.policy.in_use_grace_s)
         plan.trimmed += len(result.removed)
         if on_trim:
             on_trim(topic, len(result.removed))

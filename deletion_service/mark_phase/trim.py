@@ -10,7 +10,18 @@ Order matters and is the whole point of PIP-186:
    step 1, and CAS-put the managed-ledger node without the receipted ids.
 
 A crash after 2 leaves requests for ledgers still listed: phase two acks them
-as still in use.  A cursor reset between 1 and 4 (its node version moved)
+as still in use.
+
+Slow sends. A daemon that finds a trim request's ledger still listed waits
+out its in-use grace (``twoPhaseDeletionInUseGraceSeconds``, counted from when
+*it* first saw the request, on its own clock) and then acks it as in use.  If
+the write of step 4 landed after that, the ledger would leave the list with no
+request left to delete it: an orphan.  So trim times steps 2–3 on its own
+monotonic clock (no other host's clock is involved) and writes only if they
+took less than half the grace (``write_within_s``); otherwise it aborts with
+nothing removed, exactly like a cursor change.  First sight is never before the
+send began, so a write inside half the grace lands well inside every daemon's
+window, whatever their clocks say.  A cursor reset between 1 and 4 (its node version moved)
 fails the multi-op and nothing is forgotten: a rewound cursor can never point
 into a deleted ledger.  A failed send keeps its ledger listed, and so does a
 ledger with a copy no request can name (see ``pick.requests_for``).
@@ -68,6 +79,9 @@ from metastore.retry import read_retry
 
 _log = logging.getLogger(__name__)
 
+#: The share of the in-use grace trim may spend between its first send and its write.
+WRITE_BUDGET = 0.5
+
 #: Sends a batch of requests; returns, in order, each one's receipt (message id) or why it failed.
 BatchSend = Callable[[Sequence[PendingDeleteLedgerInfo]], list[str | BrokerError]]
 
@@ -110,6 +124,8 @@ def trim(
     progress: Callable[[int, int], None] | None = None,
     offload_fallback: pick.OffloadLocation | None = None,
     retry: Callable[[], Retrying] = read_retry,
+    write_within_s: float | None = None,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> TrimResult:
     """``send`` gets all of the topic's requests at once (``RequestPublisher.send_requests``
     pipelines them; :func:`one_at_a_time` adapts a single-request sender) and answers each.
@@ -118,7 +134,10 @@ def trim(
     names no driver; without it such ledgers stay listed (``TrimResult.kept`` says why).
 
     ``retry`` wraps every read (the store tries once), so a brief reconnect is
-    ridden out; the one write is never retried (see :func:`_read_state`)."""
+    ridden out; the one write is never retried (see :func:`_read_state`).
+
+    ``write_within_s``: the daemons' in-use grace (``None`` or 0: switched off); the write is
+    skipped unless the sends took less than :data:`WRITE_BUDGET` of it (see "Slow sends")."""
     try:
         name = str(parse_topic(topic))
     except (FormatError, ValueError) as e:
@@ -148,6 +167,7 @@ def trim(
     if dry_run or not announced:
         return result
 
+    sending_since = monotonic()
     receipted = _send_all(name, announced, send, result, progress)
     failpoint("trim.after-receipts")
     if not receipted:
@@ -157,6 +177,13 @@ def trim(
     if changed:
         result.aborted = (f"the cursors of {name} changed since they were read ({changed}); nothing removed: "
                           "phase two will find the sent ledgers still in use; run trim again")
+        return result
+    took_s = monotonic() - sending_since
+    if write_within_s and took_s >= write_within_s * WRITE_BUDGET:
+        result.aborted = (f"sending took {took_s:.1f}s, {WRITE_BUDGET:.0%} or more of the in-use grace "
+                          f"({write_within_s:g}s): a daemon may already have acked a request as in use, and "
+                          "writing now could orphan its ledger; nothing removed: run trim again (a faster broker, "
+                          "or a longer twoPhaseDeletionInUseGraceSeconds)")
         return result
     ops = [CheckVersion(path, node.version) for path, node in cursor_nodes.items() if node is not None]
     ops.append(Put(ml_path, encode_managed_ledger(pick.without(ml, receipted)), ml_node.version))

@@ -102,6 +102,7 @@ def register(app: typer.Typer) -> None:
                 with connections.publisher(opts, cfg) as publisher, ui.progress(not opts.json) as bar:
                     task = bar.add_task("sending requests", total=None)
                     result = run_trim(store, topic, publisher.send_requests, offline=offline, offload_fallback=fallback,
+                                      write_within_s=cfg.two_phase_deletion_in_use_grace_seconds,
                                       progress=lambda n, total: bar.update(task, completed=n, total=total))
         if opts.json:
             typer.echo(json.dumps({**result.to_json(), "dryRun": dry_run}))
