@@ -34,6 +34,9 @@ from metastore.formats import (
 from metastore.formats.custom_metadata import (
     APPLICATION_KEY,
     APPLICATION_PULSAR,
+    COMPACTED_TOPIC_KEY,
+    COMPONENT_COMPACTED_LEDGER,
+    COMPONENT_DELAYED_INDEX_BUCKET,
     COMPONENT_KEY,
     COMPONENT_MANAGED_LEDGER,
     COMPONENT_SCHEMA,
@@ -61,6 +64,18 @@ def pulsar_custom_metadata(topic: str, cursor: str | None = None) -> dict[str, s
 def schema_custom_metadata(topic: str) -> dict[str, str]:
     """What the schema registry stamps on a schema ledger of ``topic``."""
     return {APPLICATION_KEY: APPLICATION_PULSAR, COMPONENT_KEY: COMPONENT_SCHEMA, SCHEMA_ID_KEY: schema_id(topic)}
+
+
+def compacted_custom_metadata(topic: str) -> dict[str, str]:
+    """What the compactor stamps on a compacted ledger of ``topic`` (a full topic name)."""
+    return {APPLICATION_KEY: APPLICATION_PULSAR, COMPONENT_KEY: COMPONENT_COMPACTED_LEDGER,
+            COMPACTED_TOPIC_KEY: str(topic)}
+
+
+def bucket_custom_metadata(topic: str, cursor: str) -> dict[str, str]:
+    """What a delayed-delivery tracker stamps on a bucket snapshot ledger of ``cursor`` (PIP-195)."""
+    return {APPLICATION_KEY: APPLICATION_PULSAR, COMPONENT_KEY: COMPONENT_DELAYED_INDEX_BUCKET,
+            MANAGED_LEDGER_KEY: managed_ledger_name(topic), CURSOR_KEY: cursor}
 
 
 class ClusterWriter:
@@ -100,9 +115,9 @@ class ClusterWriter:
         return path
 
     def cursor(self, topic: str, name: str, mark_delete: Position, cursors_ledger_id: int = -1,
-               properties: dict[str, int] | None = None) -> str:
+               properties: dict[str, int] | None = None, cursor_properties: dict[str, str] | None = None) -> str:
         info = ManagedCursorInfo(cursors_ledger_id, mark_delete, properties=dict(properties or {}),
-                                 last_active=int(time.time() * 1000))
+                                 cursor_properties=dict(cursor_properties or {}), last_active=int(time.time() * 1000))
         path = cursor_path(topic, name)
         self.store.put(path, encode_cursor(info), ANY)
         return path

@@ -20,7 +20,12 @@ from collections.abc import Iterator, Sequence
 import pytest
 
 from deletion_service.broker.interface import BrokerError
-from deletion_service.cluster_writer import pulsar_custom_metadata, schema_custom_metadata
+from deletion_service.cluster_writer import (
+    bucket_custom_metadata,
+    compacted_custom_metadata,
+    pulsar_custom_metadata,
+    schema_custom_metadata,
+)
 from deletion_service.mark_phase.trim import trim
 from deletion_service.model import PendingDeleteLedgerInfo
 from metastore import open_store
@@ -192,3 +197,42 @@ def test_a_trim_host_whose_clock_is_behind_still_gets_its_grace(world: World) ->
     assert all(_ends(world, lid) == ["reconsumed"] for lid in (40, 41))
     world.drain(lambda w: all("deleted" in _ends(w, lid) for lid in (40, 41)), timeout_s=60)
     assert _orphans(world, topic) == [] and not world.bk_exists(40) and not world.bk_exists(41)
+
+
+# ---------------------------------------------------------------- compacted and delayed-bucket ledgers
+
+
+def test_compacted_and_bucket_ledgers_go_exactly_when_nothing_references_them(world: World) -> None:
+    """PIP-186 has no component for them; ours (COMPACTED_LEDGER, DELAYED_INDEX_BUCKET) are verified
+    against BookKeeper's metadata and the references the reference model reads, with the age guard."""
+    old = now_ms() - 2 * DAY_MS
+    live_t, gone_t, hidden_t = ("persistent://t/ns/compacted-live", "persistent://t/ns/compacted-gone",
+                                "persistent://t/ns/compacted-hidden")
+    w = world.writer
+    for topic in (live_t, hidden_t):
+        w.managed_ledger(topic, [1])
+    w.cursor(live_t, "__compaction", Position(1, 0), properties={"CompactedTopicLedger": 51})
+    w.cursor(hidden_t, "__compaction", Position(1, 0), cursors_ledger_id=70, properties={"CompactedTopicLedger": 80})
+    expected = {50: "deleted", 51: "still_in_use", 60: "deleted", 81: "still_in_use", 61: "reconsumed"}
+    for lid, topic in ((50, live_t), (51, live_t), (60, gone_t), (81, hidden_t)):
+        w.bk_ledger(lid, compacted_custom_metadata(topic), ctime_ms=old)
+    w.bk_ledger(61, compacted_custom_metadata(gone_t))  # young: no proof ever covers a compaction
+    bucket_t = "persistent://t/ns/delayed"
+    w.managed_ledger(bucket_t, [1])
+    w.cursor(bucket_t, "sub", Position(1, 0), cursor_properties={"#pulsar.internal.delayed.bucket_1_5": "90"})
+    for lid, cursor in ((90, "sub"), (91, "sub"), (92, "gone-sub")):
+        w.bk_ledger(lid, bucket_custom_metadata(bucket_t, cursor), ctime_ms=old)
+    expected |= {90: "still_in_use", 91: "deleted", 92: "deleted", 93: "metadata_mismatch"}
+    w.bk_ledger(93, pulsar_custom_metadata(bucket_t), ctime_ms=old)  # a data ledger claimed as a bucket
+    world.start()
+    for lid in (50, 51, 60, 81, 61):
+        topic = {50: live_t, 51: live_t, 81: hidden_t}.get(lid, gone_t)
+        world.service.send_pending_delete(request(topic, lid, "COMPACTED_LEDGER", reason="orphan"))
+    for lid, cursor in ((90, "sub"), (91, "sub"), (92, "gone-sub"), (93, "sub")):
+        world.service.send_pending_delete(request(bucket_t, lid, "DELAYED_INDEX_BUCKET", reason="orphan",
+                                                  cursorName=cursor))
+    world.drain(_settled(*expected))
+    assert {lid: _ends(world, lid)[0] for lid in expected} == expected
+    assert {lid for lid, end in expected.items() if world.bk_exists(lid) != (end != "deleted")} == set()
+    [hidden] = [s for s in world.settled if s.request is not None and s.request.ledger_id == 81]
+    assert "cursor ledger 70" in hidden.action.reason

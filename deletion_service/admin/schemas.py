@@ -63,6 +63,7 @@ def payload_schemas() -> dict[str, Any]:
     props["offloadContext"]["description"] = "where the offloaded copy lives; required for OFFLOAD_LEDGER"
     schema["allOf"] = [
         _requires("ledgerComponent", "MANAGED_CURSOR", "cursorName", {"type": "string", "minLength": 1}),
+        _requires("ledgerComponent", "DELAYED_INDEX_BUCKET", "cursorName", {"type": "string", "minLength": 1}),
         _requires("ledgerComponent", "SCHEMA_STORAGE", "schemaId", {"type": "string", "minLength": 1}),
         _requires("ledgerType", "OFFLOAD_LEDGER", "offloadContext", {"$ref": REF.format(model="OffloadContextRef")}),
     ]

@@ -24,6 +24,8 @@ class Component(StrEnum):
     MANAGED_LEDGER = "MANAGED_LEDGER"
     MANAGED_CURSOR = "MANAGED_CURSOR"
     SCHEMA_STORAGE = "SCHEMA_STORAGE"
+    COMPACTED_LEDGER = "COMPACTED_LEDGER"
+    DELAYED_INDEX_BUCKET = "DELAYED_INDEX_BUCKET"
 
 
 def _single_request(topic: str | None, ledger_id: int | None, component: Component, cursor: str | None,
@@ -33,8 +35,8 @@ def _single_request(topic: str | None, ledger_id: int | None, component: Compone
     if topic is None or ledger_id is None:
         raise UsageError("give --topic and --ledger-id (or --from-file)")
     topic = options.topic(topic)
-    if component is Component.MANAGED_CURSOR and not cursor:
-        raise UsageError("--component MANAGED_CURSOR needs --cursor (the cursor the ledger belongs to)")
+    if component in (Component.MANAGED_CURSOR, Component.DELAYED_INDEX_BUCKET) and not cursor:
+        raise UsageError(f"--component {component.value} needs --cursor (the cursor the ledger belongs to)")
     if component is Component.SCHEMA_STORAGE and not schema_id:
         raise UsageError("--component SCHEMA_STORAGE needs --schema-id (tenant/ns/topic)")
     try:
@@ -51,8 +53,10 @@ def register(app: typer.Typer) -> None:
         ledger_id: Annotated[int | None, typer.Option(min=0, help="the BookKeeper ledger to delete")] = None,
         component: Annotated[Component, typer.Option(
             case_sensitive=False, metavar="KIND", show_choices=False, show_default=False,
-            help="MANAGED_LEDGER (default), MANAGED_CURSOR or SCHEMA_STORAGE")] = Component.MANAGED_LEDGER,
-        cursor: Annotated[str | None, typer.Option(help="cursor name, for MANAGED_CURSOR")] = None,
+            help="MANAGED_LEDGER (default), MANAGED_CURSOR, SCHEMA_STORAGE, COMPACTED_LEDGER (the topic is the "
+                 "compacted topic) or DELAYED_INDEX_BUCKET")] = Component.MANAGED_LEDGER,
+        cursor: Annotated[str | None, typer.Option(
+            help="cursor name, for MANAGED_CURSOR and DELAYED_INDEX_BUCKET")] = None,
         schema_id: Annotated[str | None, typer.Option(help="schema id, for SCHEMA_STORAGE")] = None,
         from_file: Annotated[Path | None, typer.Option(help="JSON Lines of PendingDeleteLedgerInfo")] = None,
     ) -> None:
