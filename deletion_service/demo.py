@@ -86,10 +86,11 @@ def build(service: LedgerDeletionService, writer: ClusterWriter, offload_dir: Pa
         lid = next(ids)
         writer.bk_ledger(lid, pulsar_custom_metadata(gone), ctime_ms=now - 5 * DAY_MS)
         plan.requests.append(_req(gone, lid, "orphan", now))
-    for _ in range(3):  # orphans created a minute ago: maybe a broker is about to register them
+    live = plan.topics[0]
+    for _ in range(3):  # created a minute ago, newer than anything listed: a broker may be about to record them
         lid = next(ids)
-        writer.bk_ledger(lid, pulsar_custom_metadata(gone), ctime_ms=now - 60_000)
-        plan.requests.append(_req(gone, lid, "orphan", now))
+        writer.bk_ledger(lid, pulsar_custom_metadata(live), ctime_ms=now - 60_000)
+        plan.requests.append(_req(live, lid, "orphan", now))
         plan.waiting += 1
     victim = plan.topics[1]
     for _ in range(4):  # forged: names a topic the ledger does not belong to

@@ -146,6 +146,7 @@ def test_forged_request_is_422_and_kept(stack: Stack) -> None:
 
 def test_open_or_young_ledger_is_409_not_yet_with_retry_after(stack: Stack) -> None:
     old_ledger(stack, 40, state="OPEN")
+    stack.world.writer.managed_ledger(TOPIC, [])  # exists, lists nothing newer: 41 is not proven superseded
     stack.world.writer.bk_ledger(41, pulsar_custom_metadata(TOPIC), ctime_ms=now_ms())  # created just now
     for lid, why in ((40, "OPEN"), (41, "younger than minLedgerAgeSeconds")):
         reply = stack.delete(lid)
