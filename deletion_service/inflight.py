@@ -1,4 +1,5 @@
-"""Estimated in-flight deletions: the backlog of ``ledger-deletion`` on every partition plus RETRY.
+"""Estimated in-flight deletions: the backlog of ``ledger-deletion`` on every partition plus RETRY
+(of every namespace's topics too, in namespace scope).
 
 PIP-186's "description API".  Two sources behind one interface: a real
 cluster's admin REST (``msgBacklog`` per subscription in topic stats) and the
@@ -14,7 +15,7 @@ import math
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -34,12 +35,19 @@ class BacklogSource(abc.ABC):
         """topic → messages not yet acknowledged by ``subscription`` (0 for a topic not created yet)."""
 
 
-def estimated_inflight(source: BacklogSource, topics: DeletionTopics) -> int:
-    return sum(source.backlog(topics.consumed, topics.subscription).values())
+def estimated_inflight(source: BacklogSource, scope: Sequence[DeletionTopics]) -> int:
+    """The backlog of every request partition and RETRY of every set of topics in ``scope``, in one
+    reading (see :mod:`deletion_service.served` for what an unscoped reading covers)."""
+    if not scope:
+        return 0
+    return sum(source.backlog([t for s in scope for t in s.consumed], scope[0].subscription).values())
 
 
-def dlq_size(source: BacklogSource, topics: DeletionTopics) -> int:
-    return sum(source.backlog([topics.dlq], topics.dlq_subscription).values())
+def dlq_size(source: BacklogSource, scope: Sequence[DeletionTopics]) -> int:
+    """The backlog of the DLQ subscription of every DLQ in ``scope`` (markers are acked: never counted)."""
+    if not scope:
+        return 0
+    return sum(source.backlog([s.dlq for s in scope], scope[0].dlq_subscription).values())
 
 
 class NoBacklog(BacklogSource):

@@ -45,7 +45,12 @@ class RequestPublisher:
             self._producer(topic)
 
     def topics_for(self, request: PendingDeleteLedgerInfo) -> DeletionTopics:
-        """Where a request goes: the cluster's topics, or (namespace scope) its topic's namespace's."""
+        """Where a *new* request goes: the cluster's topics, or (namespace scope) its topic's namespace's.
+
+        Routing by the request's own ``topicName`` is right only for the mark phase and the
+        operator's ``enqueue``, which make the request: the namespace it lands in is the one it names,
+        and the daemon checks exactly that.  A request read back from somewhere (a DLQ) is a claim,
+        and goes back where it was read (:meth:`send_request_to`), never where it says."""
         if not self.namespace_scope:
             return self.topics
         return beside(f"persistent://{namespace_of_topic(request.topic_name)}/{NAMESPACE_TOPIC}", self.topics)
@@ -53,6 +58,10 @@ class RequestPublisher:
     def send_request(self, request: PendingDeleteLedgerInfo) -> str:
         """To the request's partition; returns the message id once receipted."""
         return self._producer(self.topics_for(request).partition_for(request.ledger_id)).send(encode(request))
+
+    def send_request_to(self, topics: DeletionTopics, request: PendingDeleteLedgerInfo) -> str:
+        """To the request's partition of ``topics`` (a requeue's origin), whatever its ``topicName`` says."""
+        return self._producer(topics.partition_for(request.ledger_id)).send(encode(request))
 
     def send_requests(self, requests: Sequence[PendingDeleteLedgerInfo]) -> list[str | BrokerError]:
         """Each request to its partition (grouped per partition producer, pipelined), results in the input order.

@@ -35,7 +35,7 @@ from tests.test_daemon_cli import _answers
 TOPICS = DeletionTopics.from_config(DeletionConfig())
 TOPIC = "persistent://t/ns/dlq"
 #: ledger id → why it was parked; 9 is an undecodable payload
-PARKED = {1: "cannot-verify", 2: "cannot-verify", 3: "max-retries-reached", 9: "invalid-request"}
+PARKED = {1: "delete-failed", 2: "delete-failed", 3: "cannot-verify", 9: "invalid-request"}
 
 
 @dataclass
@@ -141,11 +141,18 @@ def test_purge_by_id_settles_exactly_that_request(parked: Parked) -> None:
 
 
 def test_requeue_by_reason_moves_only_those_and_keeps_the_rest(parked: Parked) -> None:
-    r = parked.cli("dlq", "requeue", "--reason", "cannot-verify", "--json")
+    r = parked.cli("dlq", "requeue", "--reason", "delete-failed", "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout) == {"requeued": 2, "messageIds": [parked.ids[1], parked.ids[2]],
-                                    "keptUndecodable": 0}
+                                    "keptUndecodable": 0, "keptRefused": []}
     assert _ids(parked.listed()) == [parked.ids[3], parked.ids[9]]
+    # a refusal retrying cannot change stays parked on a filter; named by id, it goes back
+    r = parked.cli("dlq", "requeue", "--reason", "cannot-verify", "--json")
+    assert json.loads(r.stdout) == {"requeued": 0, "messageIds": [], "keptUndecodable": 0,
+                                    "keptRefused": [parked.ids[3]]}
+    r = parked.cli("dlq", "requeue", parked.ids[3], "--json")
+    assert json.loads(r.stdout)["messageIds"] == [parked.ids[3]]
+    assert _ids(parked.listed()) == [parked.ids[9]]
     requeued = []
     client = pulsar.Client(parked.service_url)
     try:
@@ -159,7 +166,7 @@ def test_requeue_by_reason_moves_only_those_and_keeps_the_rest(parked: Parked) -
             reader.close()
     finally:
         client.close()
-    assert sorted(requeued) == [1, 2]
+    assert sorted(requeued) == [1, 2, 3]
     undecodable = parked.cli("dlq", "requeue", parked.ids[9], "--json")
     assert json.loads(undecodable.stdout)["keptUndecodable"] == 1
     assert _ids(parked.listed("--reason", "invalid-request")) == [parked.ids[9]]

@@ -40,6 +40,7 @@ from deletion_service.admin.schemas import Answer, DlqEntryModel, ReadyAnswer, p
 from deletion_service.admin.status import add_status_route
 from deletion_service.broker.interface import BrokerError
 from deletion_service.dlq import list_dlq
+from deletion_service.dlq_marker import MarkerKey
 from deletion_service.inflight import estimated_inflight
 from deletion_service.model import InvalidRequest, decode_payload
 from deletion_service.topics import DeletionTopics, namespace_topics
@@ -156,19 +157,22 @@ def _add_health_routes(app: FastAPI, deps: AdminDeps) -> None:
 
 
 NamespaceQuery = Annotated[str | None, Query(
-    description="namespace scope: that namespace's own deletion topics (TENANT/NAMESPACE)",
+    description="namespace scope: that namespace's own deletion topics (TENANT/NAMESPACE); without it, "
+                "every deletion topic this daemon serves (each namespace's, and the cluster's)",
     pattern=r"^[-=:.\w]+/[-=:.\w]+$", max_length=400)]
 
 
-def _scoped(deps: AdminDeps, namespace: str | None) -> DeletionTopics | JSONResponse:
-    """The configured topics, or ``?namespace=``'s own; 400 for a name Pulsar would refuse."""
+def _scoped(deps: AdminDeps, namespace: str | None) -> list[DeletionTopics] | JSONResponse:
+    """Everything this daemon serves (every namespace's topics and the cluster's: see
+    :mod:`deletion_service.served`), or ``?namespace=``'s own; 400 for a name Pulsar would refuse."""
     if namespace is None:
-        return deps.topics
+        served = list(deps.service.served) if deps.service is not None else []
+        return served or [deps.topics]
     try:
         parse_namespace(namespace)
     except ValueError as e:
         return answer(400, HttpOutcome.INVALID, f"namespace {namespace!r}: {e}")
-    return namespace_topics(namespace, deps.topics)
+    return [namespace_topics(namespace, deps.topics)]
 
 
 def _add_inflight_route(app: FastAPI, deps: AdminDeps) -> None:
@@ -195,8 +199,9 @@ def _add_dlq_route(app: FastAPI, deps: AdminDeps) -> None:
         topics = _scoped(deps, namespace)
         if isinstance(topics, JSONResponse):
             return topics
+        key = MarkerKey.read(deps.service.store if deps.service is not None else None)
         try:
-            entries = list_dlq(deps.broker, topics, limit)
+            entries = list_dlq(deps.broker, topics, key, limit)
         except BrokerError as e:
             return _unavailable(f"broker unavailable: {e}")
         return [e.to_json() for e in entries]

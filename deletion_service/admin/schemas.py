@@ -48,6 +48,8 @@ class DlqEntryModel(BaseModel):
     attempts: int = Field(description="RECONSUMETIMES when it was parked")
     request: dict[str, Any] | None = Field(description="the decoded request; null when undecodable")
     payloadBase64: str | None = Field(description="the raw payload when undecodable; else null")
+    topic: str = Field(description="the DLQ topic it is parked on (a requeue sends it back to that topic's "
+                                   "request topic)")
 
 
 def payload_schemas() -> dict[str, Any]:

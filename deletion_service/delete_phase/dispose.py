@@ -4,12 +4,21 @@ Reconsume and dead-letter publish first and ack only after the broker's
 receipt, so a crash in between duplicates a request (harmless: deletion is
 idempotent) and never loses one.  Property names are the Java client's, so
 tools built for Pulsar's retry/DLQ topics read ours.
+
+**A copy carries a request's properties, never its claims about us.**  Whoever may produce
+to a deletion topic chooses its properties, so a copy drops every property this tool writes
+and reads itself (:data:`OURS`) before setting its own: a request must not smuggle a DLQ
+settlement marker, a ``reason`` or a truncation flag into its DLQ copy.  ``REAL_TOPIC`` is
+the broker's word (the topic the message was read on) unless the message was read on a RETRY
+topic, where a ``REAL_TOPIC`` naming a topic of the same family (the same request topic,
+RETRY and DLQ) is kept: nothing routes by it, and it can name no other namespace.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import re
 
 from deletion_service.broker.interface import Outgoing, Received
 from deletion_service.publisher import RequestPublisher
@@ -27,6 +36,13 @@ DLQ_PAYLOAD_SHA256 = "payloadSha256"
 #: Ours: when this daemon first held the request in its in-use grace (ms, its own clock).  A forged
 #: value can only end the grace of its own message early: that acks a listed ledger as in use.
 GRACE_SINCE = "ledgerDeletionGraceSince"
+#: Ours: the property of a DLQ settlement marker (see :mod:`deletion_service.dlq_marker`).  Only
+#: ``dlq purge``/``requeue`` write it, signed; a copy never carries it.
+SETTLED_MARKER = "ledgerDeletionSettled"
+#: Properties this tool writes itself and reads back: never carried over from a received message.
+OURS = frozenset({REAL_TOPIC, ORIGIN_MESSAGE_ID, DLQ_REASON, DLQ_LAST_ERROR, DLQ_PAYLOAD_BASE64,
+                  DLQ_PAYLOAD_TRUNCATED, DLQ_PAYLOAD_SIZE, DLQ_PAYLOAD_SHA256, SETTLED_MARKER})
+_PARTITION = re.compile(r"-partition-\d+$")
 
 #: The DLQ copy's body is cut to this, so it always fits a broker's message limit (Pulsar's
 #: default is 5 MB; the request topics' own copies are at most ``model.MAX_PAYLOAD_BYTES``).
@@ -41,7 +57,7 @@ MAX_PROPERTIES = 64
 def attempts(message: Received) -> int:
     """How many times the request was already reconsumed (0 for a fresh one or a garbled count)."""
     try:
-        return max(0, int(message.properties.get(RECONSUMETIMES, "0")))
+        return max(0, int(message.properties.get(RECONSUMETIMES, "0")[:20]))
     except ValueError:
         return 0
 
@@ -71,16 +87,31 @@ def due_at_ms(message: Received, max_delay_s: float, now_ms: int) -> int:
     return min(due, now_ms + cap_ms)
 
 
+def family(topic: str) -> str:
+    """The request topic a deletion topic belongs to: ``…-partition-N``, ``-RETRY`` and ``-DLQ`` stripped."""
+    base = _PARTITION.sub("", topic)
+    for suffix in ("-RETRY", "-DLQ"):
+        base = base.removesuffix(suffix)
+    return base
+
+
 def _origin(message: Received) -> dict[str, str]:
-    return {
-        REAL_TOPIC: message.properties.get(REAL_TOPIC, message.topic)[:MAX_PROPERTY_CHARS],
-        ORIGIN_MESSAGE_ID: message.properties.get(ORIGIN_MESSAGE_ID, message.message_id)[:MAX_PROPERTY_CHARS],
-    }
+    """Where the request was first read: the broker's word, or (read on RETRY) the ``REAL_TOPIC`` of
+    our earlier copy when it names a topic of the same family; anything else is a producer's claim."""
+    claimed = message.properties.get(REAL_TOPIC)
+    from_retry = _PARTITION.sub("", message.topic).endswith("-RETRY")
+    if (from_retry and isinstance(claimed, str) and len(claimed) <= MAX_PROPERTY_CHARS
+            and family(claimed) == family(message.topic)):
+        origin_id = message.properties.get(ORIGIN_MESSAGE_ID, message.message_id)
+        return {REAL_TOPIC: claimed, ORIGIN_MESSAGE_ID: str(origin_id)[:MAX_PROPERTY_CHARS]}
+    return {REAL_TOPIC: message.topic, ORIGIN_MESSAGE_ID: message.message_id}
 
 
 def _carried(message: Received) -> dict[str, str]:
-    """The received message's properties, bounded: a copy must never outgrow the broker's limit."""
-    kept = {k: v for k, v in message.properties.items() if len(k) + len(v) <= MAX_PROPERTY_CHARS}
+    """The received message's properties, bounded (a copy must never outgrow the broker's limit), minus
+    :data:`OURS` (a request's claims about this tool's own bookkeeping are not carried)."""
+    kept = {k: v for k, v in message.properties.items()
+            if isinstance(k, str) and isinstance(v, str) and k not in OURS and len(k) + len(v) <= MAX_PROPERTY_CHARS}
     return dict(list(kept.items())[:MAX_PROPERTIES])
 
 

@@ -3,6 +3,9 @@
 ``list`` reads without taking anything (see :mod:`deletion_service.dlq`); ``purge`` and
 ``requeue`` act on the requests a selection names — message ids as ``list`` prints them, or
 ``--reason``/``--older-than``, or ``--all`` — among those parked when the command starts.
+Without ``--namespace`` each reads every DLQ a daemon serves (:mod:`deletion_service.served`).
+A requeue sends a request back to the topic it was parked from, and never sends back by filter
+a refusal retrying cannot change (``cross-namespace``, ``invalid-request``, ``cannot-verify``).
 """
 
 from __future__ import annotations
@@ -18,10 +21,14 @@ from rich.table import Table
 
 from deletion_service import dlq as dlq_mod
 from deletion_service.cli import options, settings, ui
-from deletion_service.cli.command_environment import open_environment
+from deletion_service.cli.command_environment import CommandEnvironment, open_environment
+from deletion_service.dlq_marker import MarkerKey
 from deletion_service.errors import UsageError, UserError
 from deletion_service.orphans.scan_options import parse_duration
 from deletion_service.publisher import RequestPublisher
+from deletion_service.served import everything_served
+from deletion_service.topics import DeletionTopics
+from metastore.interface import MetadataStoreError
 
 IdsArg = Annotated[list[str] | None, typer.Argument(
     metavar="[MESSAGE_ID]...", help="ids as 'dlq list' prints them (LEDGER:ENTRY)", show_default=False)]
@@ -34,8 +41,10 @@ AllOpt = Annotated[bool, typer.Option("--all", help="every request parked now (n
 def register(app: typer.Typer) -> None:
     dlq_app = typer.Typer(help="The dead-letter queue of deletion requests.", no_args_is_help=True)
     dlq_app.command("list", help="Show parked requests and why. Reads only: takes nothing from anyone.")(list_parked)
-    dlq_app.command("requeue", help="Republish the selected parked requests with a fresh retry budget, then ack "
-                                    "them. Select by MESSAGE_ID, --reason, --older-than or --all.")(requeue)
+    dlq_app.command("requeue", help="Republish the selected parked requests with a fresh retry budget to the "
+                                    "topic each was parked from, then ack them. Select by MESSAGE_ID, --reason, "
+                                    "--older-than or --all; cross-namespace, invalid-request and cannot-verify "
+                                    "requests go back only when named by MESSAGE_ID.")(requeue)
     dlq_app.command("purge", help="Drop the selected parked requests (ack them); their ledgers are NOT deleted. "
                                   "Select by MESSAGE_ID, --reason, --older-than or --all.")(purge)
     app.add_typer(dlq_app, name="dlq")
@@ -69,8 +78,8 @@ def list_parked(
     chosen = selection(None, reason, older_than, everything=False, required=False)
     cfg = settings.load(opts).config
     with open_environment(opts, cfg, check_layout=False, request_topics=False, read_only=True) as env:
-        env.topics = options.scoped_topics(env.topics, namespace)
-        entries = dlq_mod.list_dlq(env.broker, env.topics, limit, None if chosen.empty else chosen)
+        entries = dlq_mod.list_dlq(env.broker, scope(env, namespace), MarkerKey.read(env.store), limit,
+                                   None if chosen.empty else chosen)
     if opts.json:
         typer.echo(json.dumps([e.to_json() for e in entries], indent=2))
         return
@@ -92,22 +101,27 @@ def requeue(ctx: typer.Context, ids: IdsArg = None, reason: ReasonOpt = None, ol
     chosen = selection(ids, reason, older_than, everything)
     cfg = settings.load(opts).config
     with open_environment(opts, cfg, check_layout=False) as env:
-        env.topics = options.scoped_topics(env.topics, namespace)
-        publisher = RequestPublisher(env.broker, env.topics,
-                                     namespace_scope=cfg.ledger_deletion_topic_scope == "namespace")
+        where = scope(env, namespace)
+        key = _writer_key(env)
+        publisher = RequestPublisher(env.broker, env.topics)
         try:
             with ui.progress(not opts.json) as bar:
                 task = bar.add_task("requeueing", total=None)
-                moved, kept = _unknown_ids_are_errors(lambda: dlq_mod.requeue(
-                    env.broker, env.topics, publisher, chosen, progress=lambda n: bar.update(task, completed=n)))
+                done = _unknown_ids_are_errors(lambda: dlq_mod.requeue(
+                    env.broker, where, key, publisher, chosen, progress=lambda n: bar.update(task, completed=n)))
         finally:
             publisher.close()
+    moved, kept, refused = done.moved, done.undecodable, done.refused
     if opts.json:
         typer.echo(json.dumps({"requeued": len(moved), "messageIds": [e.message_id for e in moved],
-                               "keptUndecodable": len(kept)}))
-    else:
-        typer.echo(f"requeued {len(moved)} request(s)"
-                   + (f"; {len(kept)} undecodable payload(s) stay in the DLQ (purge them)" if kept else ""))
+                               "keptUndecodable": len(kept), "keptRefused": [e.message_id for e in refused]}))
+        return
+    typer.echo(f"requeued {len(moved)} request(s)"
+               + (f"; {len(kept)} undecodable payload(s) stay in the DLQ (purge them)" if kept else ""))
+    if refused:
+        reasons = ", ".join(sorted({e.reason or "(none)" for e in refused}))
+        typer.echo(f"{len(refused)} request(s) stay parked: retrying cannot change their refusal ({reasons}); "
+                   "name one by MESSAGE_ID to send it back to its own topic, where it is decided again")
 
 
 def purge(ctx: typer.Context, ids: IdsArg = None, reason: ReasonOpt = None, older_than: OlderOpt = None,
@@ -118,8 +132,9 @@ def purge(ctx: typer.Context, ids: IdsArg = None, reason: ReasonOpt = None, olde
     chosen = selection(ids, reason, older_than, everything)
     cfg = settings.load(opts).config
     with open_environment(opts, cfg, check_layout=False, request_topics=False) as env:
-        env.topics = options.scoped_topics(env.topics, namespace)
-        listed = _unknown_ids_are_errors(lambda: dlq_mod.list_dlq(env.broker, env.topics, selection=chosen))
+        where = scope(env, namespace)
+        key = _writer_key(env)
+        listed = _unknown_ids_are_errors(lambda: dlq_mod.list_dlq(env.broker, where, key, selection=chosen))
         missing = sorted(chosen.message_ids - {e.message_id for e in listed})
         if missing:
             raise UserError(str(dlq_mod.UnknownMessageIds(missing)))
@@ -128,11 +143,29 @@ def purge(ctx: typer.Context, ids: IdsArg = None, reason: ReasonOpt = None, olde
             raise typer.Abort()
         # exactly the requests just shown to the operator, by id
         exact = dlq_mod.Selection(frozenset(e.message_id for e in listed))
-        dropped = _unknown_ids_are_errors(lambda: dlq_mod.purge(env.broker, env.topics, exact)) if listed else []
+        dropped = _unknown_ids_are_errors(lambda: dlq_mod.purge(env.broker, where, key, exact)) if listed else []
     if opts.json:
         typer.echo(json.dumps({"purged": len(dropped), "messageIds": [e.message_id for e in dropped]}))
     else:
         typer.echo(f"purged {len(dropped)} request(s)")
+
+
+def scope(env: CommandEnvironment, namespace: str | None) -> list[DeletionTopics]:
+    """``--namespace``'s own DLQ, or every DLQ a daemon serves."""
+    if namespace is not None:
+        return [options.scoped_topics(env.topics, namespace)]
+    try:
+        return everything_served(env.config, env.store, env.topics)
+    except MetadataStoreError as e:
+        raise UserError(f"cannot list the namespaces to read: {e} (or give --namespace)") from e
+
+
+def _writer_key(env: CommandEnvironment) -> MarkerKey:
+    """The marker key, created if missing: purge and requeue must be able to record what they settle."""
+    try:
+        return MarkerKey.ensure(env.store)
+    except MetadataStoreError as e:
+        raise UserError(f"cannot record settlements: {e}; nothing was changed") from e
 
 
 T = TypeVar("T")

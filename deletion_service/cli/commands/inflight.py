@@ -1,4 +1,6 @@
-"""``inflight``: how many deletions are waiting, from the backlog of every partition and RETRY."""
+"""``inflight``: how many deletions are waiting, from the backlog of every partition and RETRY.
+
+Without ``--namespace``: of every topic a daemon serves (each namespace's too, in namespace scope)."""
 
 from __future__ import annotations
 
@@ -10,9 +12,12 @@ from rich.table import Table
 
 from deletion_service.broker.interface import BrokerError
 from deletion_service.cli import options, settings
-from deletion_service.cli.command_environment import open_environment
+from deletion_service.cli.command_environment import CommandEnvironment, open_environment
 from deletion_service.errors import UserError
 from deletion_service.inflight import BacklogSource, MetricsBacklog, ReceivedBacklog
+from deletion_service.served import consumed, everything_served
+from deletion_service.topics import DeletionTopics
+from metastore.interface import MetadataStoreError
 
 
 def register(app: typer.Typer) -> None:
@@ -23,12 +28,13 @@ def inflight(ctx: typer.Context, namespace: options.NamespaceOpt = None) -> None
     opts = options.get(ctx)
     cfg = settings.load(opts).config
     with open_environment(opts, cfg, check_layout=False, read_only=True) as env:
-        env.topics = options.scoped_topics(env.topics, namespace)
+        where = ([options.scoped_topics(env.topics, namespace)] if namespace is not None
+                 else _everything(env))
         source: BacklogSource = env.backlog
         if env.started_broker and isinstance(env.backlog, MetricsBacklog):
             source = ReceivedBacklog(env.broker)  # its metrics are not refreshed yet, and no daemon runs
         try:
-            per_topic = source.backlog(env.topics.consumed, env.topics.subscription)
+            per_topic = source.backlog(consumed(where), env.topics.subscription)
         except BrokerError as e:
             raise UserError(str(e)) from e
     total = sum(per_topic.values())
@@ -41,3 +47,11 @@ def inflight(ctx: typer.Context, namespace: options.NamespaceOpt = None) -> None
     for topic, n in per_topic.items():
         table.add_row(topic, str(n))
     Console().print(table)
+
+
+def _everything(env: CommandEnvironment) -> list[DeletionTopics]:
+    """Unscoped: every request and RETRY topic a daemon serves (each namespace's too, in namespace scope)."""
+    try:
+        return everything_served(env.config, env.store, env.topics)
+    except MetadataStoreError as e:
+        raise UserError(f"cannot list the namespaces to read: {e} (or give --namespace)") from e
