@@ -174,8 +174,13 @@ class Snapshot:
 
 
 def snapshot(broker: BrokerClient, topics: DeletionTopics, key: MarkerKey) -> Snapshot:
-    """Every message on ``topics.dlq``: signed markers (and the ids they settle) apart, the rest parked."""
-    stored = broker.read_all(topics.dlq)
+    """Every message on ``topics.dlq``, sorted out (:func:`sort_out`)."""
+    return sort_out(topics, broker.read_all(topics.dlq), key)
+
+
+def sort_out(topics: DeletionTopics, stored: list[Received], key: MarkerKey) -> Snapshot:
+    """Signed markers (and the ids they settle) apart, every other message parked: a message is hidden
+    only when a marker this tool signed for this DLQ names it."""
     settled: set[str] = set()
     out = Snapshot(topics)
     marker_ids: set[str] = set()
