@@ -7,6 +7,10 @@ records off the end of the newest file, or editing the last one (which leaves no
 broken link behind), is still seen by ``verify``.  The same file is the writers'
 ``flock``; the anchor is one fixed-width ``pwrite`` at its start, so it is never
 seen half written and never moves the file the lock is taken on.
+
+The writer puts a first anchor (seq 0: "no record durable yet") in place, durably,
+before it appends the trail's first record; so for a trail that holds records, an
+anchor that is missing or empty was removed or emptied — never the writer's doing.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 AUDIT_DIR = "audit"
@@ -107,7 +112,28 @@ class Anchor:
     hash: str
 
 
+#: What the writer puts in place before the trail's first record: nothing made durable yet.
+GENESIS = Anchor(0, 0, "")
+
+
+class AnchorFile(StrEnum):
+    """The anchor file as found, before its content is read."""
+
+    MISSING = "missing"
+    EMPTY = "empty"  # created by a lock taken, nothing written in it (yet)
+    WRITTEN = "written"
+
+
+def anchor_file(directory: Path) -> AnchorFile:
+    try:
+        text = (directory / ANCHOR).read_bytes().strip()
+    except FileNotFoundError:
+        return AnchorFile.MISSING
+    return AnchorFile.WRITTEN if text else AnchorFile.EMPTY
+
+
 def read_anchor(directory: Path) -> Anchor | None:
+    """The anchor, or None when it is missing or empty (:func:`anchor_file` tells which)."""
     try:
         text = (directory / ANCHOR).read_bytes().strip()
     except FileNotFoundError:
@@ -121,11 +147,25 @@ def read_anchor(directory: Path) -> Anchor | None:
         return Anchor(-1, -1, "")  # unreadable: verify says so
 
 
-def write_anchor(directory: Path, anchor: Anchor) -> None:
-    """One fixed-width write at offset 0: the whole anchor or the previous one, never a mix."""
+def write_anchor(directory: Path, anchor: Anchor, durable: bool = False) -> None:
+    """One fixed-width write at offset 0: the whole anchor or the previous one, never a mix.
+    ``durable``: fsynced (file and directory) before returning, as the first anchor must be."""
     text = json.dumps({"seq": anchor.seq, "file": anchor.file, "hash": anchor.hash}).encode()
     fd = os.open(directory / ANCHOR, os.O_WRONLY | os.O_CREAT, 0o644)
     try:
         os.pwrite(fd, text.ljust(ANCHOR_WIDTH), 0)
+        if durable:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    if durable:
+        fsync_dir(directory)
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make the directory's entries (a new file's name) survive a crash."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
     finally:
         os.close(fd)

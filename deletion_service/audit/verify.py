@@ -11,7 +11,10 @@ SHA-256 of the line before it.  What each break means, and the seq it names:
 - a ``prev`` that does not match: the record before it was edited (or this one's
   ``prev`` was): the record before it, the first that can be wrong;
 - the anchor (``trail.py``) naming a record the trail does not end with: records cut
-  off the end, or the last record edited — no later record links to it.
+  off the end, or the last record edited — no later record links to it;
+- the anchor missing or empty while the trail holds records: the writer puts one in
+  place before the first record, so it was removed or emptied, and with it the only
+  witness of the trail's end: records may have been cut off (named: the seq after the last).
 
 This finds any edit that does not rewrite every later record, the anchor and the
 topic copy alike; the chain makes tampering evident, not impossible.
@@ -51,6 +54,7 @@ class Verdict:
 
 def verify(directory: Path) -> Verdict:
     files = trail.files(directory)
+    state = trail.anchor_file(directory)
     anchor = trail.read_anchor(directory)
     count, last_seq, prev, anchored = 0, 0, "", None
     for _, path in files:
@@ -64,6 +68,10 @@ def verify(directory: Path) -> Verdict:
             count, last_seq, prev = count + 1, last_seq + 1, record.digest(raw)
             if anchor is not None and last_seq == anchor.seq:
                 anchored = prev
+    if state != trail.AnchorFile.WRITTEN and count > 0:
+        return Verdict(count, len(files), last_seq, Break(
+            last_seq + 1, f"the anchor (audit/{trail.ANCHOR}) is {state.value} although the trail holds records: "
+                          "it was removed or emptied, and records may have been cut off the end"))
     return Verdict(count, len(files), last_seq, _check_anchor(anchor, last_seq, anchored))
 
 
@@ -90,13 +98,15 @@ def _check(raw: bytes, last_seq: int, prev: str) -> tuple[int, str] | None:
 
 def _check_anchor(anchor: trail.Anchor | None, last_seq: int, anchored_hash: str | None) -> Break | None:
     """The anchor names the last record its writer made durable (it may lag behind the trail, never lead)."""
-    if anchor is None:
-        return None  # nothing made durable yet: the links are all there is
+    if anchor is None or anchor == trail.GENESIS and last_seq == 0:
+        return None  # no record, and nothing made durable yet
     if anchor.seq < 0:
         return Break(last_seq, f"the anchor (audit/{trail.ANCHOR}) is unreadable (edited, or torn by a crash)")
     if anchor.seq > last_seq:
         return Break(last_seq + 1, f"missing: the trail ends at seq {last_seq}, but seq {anchor.seq} was written "
                                    "(records cut off the end)")
+    if anchor == trail.GENESIS:
+        return None  # the first anchor: records appended, none made durable yet (it may lag, never lead)
     if anchored_hash != anchor.hash:
         return Break(anchor.seq, "edited: it does not hash to what its writer recorded in the anchor")
     return None

@@ -7,7 +7,8 @@ The order of an append is the point:
    guards it) must never fork the chain;
 2. read where the chain ends — the last line of the newest file — unless that file is
    exactly as this writer left it (same inode and size), so a restart, or another
-   process's append, is continued from what is on disk and never from memory;
+   process's append, is continued from what is on disk and never from memory; a trail
+   without records gets its first anchor (seq 0) now, durably, before its first record;
 3. pick the file: the newest, or the next number when this record would take it past
    ``ledgerDeletionAuditFileMaxBytes`` (or when it ends inside a line: a crash cut a
    write short, and the damage is left where it is for ``audit verify`` to name);
@@ -26,6 +27,13 @@ most the last ``sync_interval_s`` of records; ``close()`` syncs at once.
 A record that cannot be written (disk full, permissions) is logged at ERROR with
 its whole content, and the request it describes stays settled: the delete already
 happened, and refusing to record it would not undo that.
+
+A writer never repairs the evidence of damage.  Reading the chain's end from disk, it
+checks the anchor the way ``verify`` does: missing or empty while the trail holds
+records (removed or emptied), unreadable, or naming a record past the trail's end
+(records cut off).  Then it goes on appending — deletes still happen and must be
+recorded — but never writes the anchor again, and logs it at ERROR: rewriting the
+anchor to name its own new end would make a truncated trail pass ``audit verify``.
 """
 
 from __future__ import annotations
@@ -68,6 +76,8 @@ class AuditWriter:
         self._known: tuple[int, int, int, int, str] | None = None
         #: the newest record appended and not yet fsynced: its file and the anchor naming it
         self._unsynced: tuple[Path, trail.Anchor] | None = None
+        #: why the anchor is left as found (damage seen on disk), or None while it is kept
+        self.anchor_damage: str | None = None
         self._wake = threading.Event()
         self._closed = threading.Event()
         self._flusher: threading.Thread | None = None
@@ -118,6 +128,9 @@ class AuditWriter:
                 self.directory.mkdir(parents=True, exist_ok=True)
             with self._flocked():
                 n, seq, prev, size, fresh = self._chain_end()
+                if seq == 0 and self.anchor_damage is None and \
+                        trail.anchor_file(self.directory) != trail.AnchorFile.WRITTEN:
+                    trail.write_anchor(self.directory, trail.GENESIS, durable=True)  # before the first record
                 written = record.build(entry, seq + 1, int(self.clock() * 1000), self.daemon, prev)
                 text = record.line(written)
                 data = (text + "\n").encode()
@@ -128,7 +141,7 @@ class AuditWriter:
                     self._sync(*self._unsynced)  # the file being left: durable before the next one starts
                 ino = _append(path, data)
                 if size == 0:
-                    _fsync_dir(self.directory)  # a new file: its name must survive a crash too
+                    trail.fsync_dir(self.directory)  # a new file: its name must survive a crash too
                 digest = record.digest(text)
                 self._known = (n, ino, size + len(data), seq + 1, digest)
                 self._unsynced = (path, trail.Anchor(seq + 1, n, digest))
@@ -152,7 +165,8 @@ class AuditWriter:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            trail.write_anchor(self.directory, anchor)
+            if self.anchor_damage is None:
+                trail.write_anchor(self.directory, anchor)
 
     def _start_flusher(self) -> None:
         self._wake.set()
@@ -182,15 +196,35 @@ class AuditWriter:
                 return n, seq, digest, stat.st_size, False
         tail = trail.read_tail(self.directory)
         if tail.last is None:
+            self._check_anchor(0)
             return tail.n, 0, "", tail.size, tail.partial
         try:
             seq = int(record.parse(tail.last)["seq"])
         except ValueError as e:
             raise OSError(f"the trail's last record is unreadable ({e}); run 'ledger-deletion audit verify'") from e
+        self._check_anchor(seq)
         if tail.partial:
             _log.warning("the newest audit file ends inside a record (a write was cut short): continuing from "
                          "seq %d in a new file; 'ledger-deletion audit verify' names the damaged record", seq)
         return tail.n, seq, record.digest(tail.last), tail.size, tail.partial
+
+    def _check_anchor(self, last_seq: int) -> None:
+        """The anchor against the trail's end as read from disk: damage found is kept, never repaired."""
+        if self.anchor_damage is not None:
+            return
+        state = trail.anchor_file(self.directory)
+        anchor = trail.read_anchor(self.directory)
+        if state != trail.AnchorFile.WRITTEN and last_seq > 0:
+            why = f"the anchor is {state.value} although the trail holds records (seq 1–{last_seq})"
+        elif anchor is not None and anchor.seq < 0:
+            why = "the anchor is unreadable"
+        elif anchor is not None and anchor.seq > last_seq:
+            why = f"the anchor names seq {anchor.seq}, past the trail's end at seq {last_seq} (records cut off)"
+        else:
+            return
+        self.anchor_damage = why
+        _log.error("audit trail in %s is damaged: %s; records are still appended, but the anchor is left as "
+                   "found so that 'ledger-deletion audit verify' keeps naming the damage", self.directory, why)
 
     @contextmanager
     def _flocked(self) -> Iterator[None]:
@@ -209,13 +243,5 @@ def _append(path: Path, data: bytes) -> int:
         if written != len(data):
             raise OSError(f"short write to {path}: {written} of {len(data)} bytes")
         return os.fstat(fd).st_ino
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
     finally:
         os.close(fd)

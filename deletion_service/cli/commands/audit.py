@@ -1,13 +1,18 @@
 """``audit [--ledger N] [--topic T] [--since WHEN]`` and ``audit verify``: read the audit trail.
 
-Reads ``<data-dir>/audit/`` only: no store, no broker, nothing started, so an
-auditor can run it on a copy of the trail, months later, on another machine.
+Reads ``<data-dir>/audit/`` only: no store, nothing started, so an auditor can run
+it on a copy of the trail, months later, on another machine.  The one exception:
+``audit verify`` with the topic copy enabled (``ledgerDeletionAuditTopicEnabled``, or
+``--against-topic``) also reads ``<deletion topic>-AUDIT`` from the broker (the embedded
+one is started for it if none runs); ``--files-only`` checks the files alone.  It
+always says which it checked.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -17,10 +22,16 @@ from rich.console import Console
 from rich.table import Table
 
 from deletion_service.audit import reader, trail
+from deletion_service.audit.publish import audit_topic
+from deletion_service.audit.topic_check import TopicComparison, compare
 from deletion_service.audit.verify import verify as verify_trail
-from deletion_service.cli import options
+from deletion_service.broker.interface import BrokerError
+from deletion_service.cli import options, settings
+from deletion_service.cli.connections import connect_broker
+from deletion_service.config import DeletionConfig
 from deletion_service.errors import UsageError, UserError
 from deletion_service.orphans.scan_options import parse_duration
+from deletion_service.topics import DeletionTopics
 
 HELP = """The audit trail: one record per settled deletion request (what, outcome, why, the evidence
 verified), hash-chained. Without a subcommand: print the records that match (oldest first).
@@ -31,7 +42,8 @@ def register(app: typer.Typer) -> None:
     audit_app = typer.Typer(help=HELP)
     audit_app.callback(invoke_without_command=True)(show)
     audit_app.command("verify", help="Check the chain: exit 0 when it is whole, 1 naming the first record that "
-                                     "breaks it (edited, removed, reordered, truncated).")(verify)
+                                     "breaks it (edited, removed, reordered, truncated). With the topic copy "
+                                     "enabled, also compare the files with <topic>-AUDIT.")(verify)
     app.add_typer(audit_app, name="audit")
 
 
@@ -55,21 +67,54 @@ def show(
     Console().print(_table(found))
 
 
-def verify(ctx: typer.Context) -> None:
+def verify(
+    ctx: typer.Context,
+    against_topic: Annotated[bool | None, typer.Option(
+        "--against-topic/--files-only",
+        help="also compare the files with the <ledgerDeletionTopic>-AUDIT copy (default: when "
+             "ledgerDeletionAuditTopicEnabled), or check the files alone")] = None,
+) -> None:
     opts = options.get(ctx)
     directory = _existing(opts.data_dir)
     verdict = verify_trail(directory)
+    config = settings.load(opts).config
+    use_topic = config.ledger_deletion_audit_topic_enabled if against_topic is None else against_topic
+    copy = _compare_with_topic(opts, config, directory) if use_topic else None
+    whole = verdict.whole and (copy is None or copy.whole)
+    checked = "files only" if copy is None else f"files + topic {copy.topic}"
     if opts.json:
         broken = verdict.broken
-        typer.echo(json.dumps({"whole": verdict.whole, "records": verdict.records, "files": verdict.files,
+        typer.echo(json.dumps({"whole": whole, "checked": "files" if copy is None else "files+topic",
+                               "records": verdict.records, "files": verdict.files,
                                "lastSeq": verdict.last_seq, "firstBadSeq": broken.seq if broken else None,
-                               "problem": broken.describe() if broken else None}))
-        raise typer.Exit(0 if verdict.whole else 1)
+                               "problem": broken.describe() if broken else None,
+                               "topicCopy": copy.as_json() if copy is not None else None}))
+        raise typer.Exit(0 if whole else 1)
     if verdict.broken is not None:
         raise UserError(f"audit trail broken at {verdict.broken.describe()}; "
-                        f"{verdict.records} record(s) before it are whole")
+                        f"{verdict.records} record(s) before it are whole (checked: {checked}"
+                        + (f"; {copy.describe()}" if copy is not None and not copy.whole else "") + ")")
+    if copy is not None and not copy.whole:
+        raise UserError(f"audit trail broken: {copy.describe()}; the files' chain alone is whole "
+                        f"({verdict.records} record(s); checked: {checked})")
     typer.echo(f"audit trail whole: {verdict.records} record(s) in {verdict.files} file(s)"
-               + (f", seq 1–{verdict.last_seq}" if verdict.last_seq else ""))
+               + (f", seq 1–{verdict.last_seq}" if verdict.last_seq else "") + f"; checked: {checked}"
+               + (f" ({copy.summary()})" if copy is not None else ""))
+
+
+def _compare_with_topic(opts: options.CommonOptions, config: DeletionConfig, directory: Path) -> TopicComparison:
+    """Read the whole ``-AUDIT`` topic (a Reader: nothing acked) and compare it with the files."""
+    topics = DeletionTopics.from_config(config)
+    topic = audit_topic(config.ledger_deletion_topic)
+    with ExitStack() as stack:
+        try:
+            broker, _ = connect_broker(opts, config, topics, own_broker=False, stack=stack, request_topics=False)
+            messages = broker.read_all(topic)
+        except BrokerError as e:
+            raise UserError(f"cannot read the audit topic copy {topic}: {e} (--files-only checks the files "
+                            "alone)") from e
+    file_lines = [raw for _, path in trail.files(directory) for _, raw, complete in trail.lines(path) if complete]
+    return compare(topic, file_lines, (m.data for m in messages))
 
 
 def since_ms(text: str, now: float | None = None) -> int:
