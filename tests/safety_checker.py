@@ -8,7 +8,18 @@ down), walks BookKeeper's ledger tree by listing children (a ledger *is* its
 znode), lists the offload bucket, and computes its own reference set from the
 DESIGN's "What references a ledger".  It borrows only the wire codecs of
 ``metastore.formats`` (decoding bytes is not a decision) and the store's
-``get``/``children`` calls.
+``get``/``children`` calls; in particular it never imports
+``deletion_service.reference_model``: the compacted and delayed-bucket rules
+below are spelled here again from the design.
+
+The kinds it knows: listed (and offloaded) ledgers, cursor ledgers, schema
+locator entries, the compacted-topic ledger (property ``CompactedTopicLedger``
+of the ``__compaction`` cursor), *every* compacted ledger of a topic whose
+``__compaction`` cursor keeps its state in a cursor ledger (the node may name an
+older one than the truth: BookKeeper's custom metadata ``component=compacted-ledger``,
+``pulsar/compactedTopic`` says which ledgers those are), and PIP-195 bucket
+snapshot ledgers (a cursor's ``cursorProperties`` entry
+``#pulsar.internal.delayed.bucket_<start>_<end>``, value the ledger id).
 
 Reading order is the whole trick for observing a live system: existing
 ledgers and objects are read **before** the references.  Ledgers only ever
@@ -23,14 +34,22 @@ pass the ids they had created before taking the snapshot (``known``).
 from __future__ import annotations
 
 import re
+import threading
 import time
+import urllib.parse
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from metastore.formats import FormatError, decode_cursor, decode_managed_ledger, decode_schema_locator
+from metastore.formats import (
+    FormatError,
+    decode_cursor,
+    decode_ledger_metadata,
+    decode_managed_ledger,
+    decode_schema_locator,
+)
 from metastore.interface import MetadataStore
 
 T = TypeVar("T")
@@ -40,6 +59,8 @@ BOOKKEEPER_RESERVED = frozenset({"idgen", "idgen-long", "available", "cookies", 
                                  "underreplication"})
 COMPACTION_CURSOR = "__compaction"
 COMPACTED_LEDGER_PROPERTY = "CompactedTopicLedger"
+#: PIP-195: a cursor property with this prefix names a delayed-delivery bucket's snapshot ledger.
+DELAYED_BUCKET_PREFIX = "#pulsar.internal.delayed.bucket_"
 _LEAF = re.compile(r"L([0-9]{4})")
 _DIGITS = re.compile(r"[0-9]+")
 _INT64_MASK = (1 << 64) - 1
@@ -80,6 +101,13 @@ def java_uuid_text(msb: int, lsb: int) -> str:
     return str(uuid.UUID(int=((msb & _INT64_MASK) << 64) | (lsb & _INT64_MASK)))
 
 
+def topic_of_managed_ledger_path(path: str) -> str:
+    """``/managed-ledgers/t/ns/persistent/my+topic`` -> ``persistent://t/ns/my topic`` (the local name is
+    URL-encoded as Java's ``URLEncoder`` does: ``+`` for a space), spelled here, not imported."""
+    tenant, namespace, domain, local = path.removeprefix("/managed-ledgers/").split("/", 3)
+    return f"{domain}://{tenant}/{namespace}/{urllib.parse.unquote_plus(local)}"
+
+
 def offloaded_object_keys(ledger_id: int, msb: int, lsb: int) -> tuple[str, str]:
     """Per-ledger offload objects (DESIGN, "Offloaded objects"): data and index."""
     u = java_uuid_text(msb, lsb)
@@ -97,6 +125,11 @@ class SafetyChecker:
         self.ledgers_root = ledgers_root.rstrip("/")
         self.list_objects = list_objects
         self._pool = ThreadPoolExecutor(8, thread_name_prefix="safety-checker")
+        self._paths: dict[int, str] = {}  # ledger id -> its znode, as last listed
+        #: ledger id -> the topic a compacted ledger's custom metadata names (None: not a compacted
+        #: ledger).  Read once, the first time a ledger is listed: custom metadata never changes.
+        self._compacted_topic: dict[int, str | None] = {}
+        self._kinds_lock = threading.Lock()  # the observer and the quiet checks take snapshots at once
 
     # ---- reading
 
@@ -112,10 +145,40 @@ class SafetyChecker:
                     continue
                 leaf = _LEAF.fullmatch(name)
                 if leaf is not None:
-                    found.add(int(digits + leaf.group(1)))
+                    found.add(lid := int(digits + leaf.group(1)))
+                    with self._kinds_lock:
+                        self._paths[lid] = f"{path}/{name}"
                 elif _DIGITS.fullmatch(name):
                     stack.append((f"{path}/{name}", digits + name))
         return found
+
+    def learn_kinds(self, ledger_ids: Iterable[int]) -> None:
+        """Read the custom metadata of ledgers not seen before: which are compacted ledgers, of which topic.
+        A ledger gone before it was read stays unknown (and is read again if it is listed again)."""
+        with self._kinds_lock:
+            paths = {lid: self._paths[lid] for lid in ledger_ids
+                     if lid not in self._compacted_topic and lid in self._paths}
+        nodes = self.bk_store.get_many(list(paths.values())) if paths else {}
+        learned: dict[int, str | None] = {}
+        for lid, path in paths.items():
+            node = nodes.get(path)
+            if node is None:
+                continue
+            try:
+                custom = decode_ledger_metadata(node.data).custom_metadata
+            except FormatError:
+                learned[lid] = None
+                continue
+            text = {k: v.decode("utf-8", "replace") for k, v in custom.items()}
+            compacted = (text.get("application") == "pulsar" and text.get("component") == "compacted-ledger")
+            learned[lid] = text.get("pulsar/compactedTopic") if compacted else None
+        with self._kinds_lock:
+            self._compacted_topic.update(learned)
+
+    def compacted_ledgers(self) -> dict[int, str]:
+        """Compacted ledgers seen so far -> the topic their custom metadata names."""
+        with self._kinds_lock:
+            return {lid: topic for lid, topic in self._compacted_topic.items() if topic is not None}
 
     def references(self) -> tuple[dict[int, list[str]], dict[str, list[int]], dict[int, tuple[str, ...]], list[str]]:
         """(references, ledger lists, offloaded objects of listed ledgers, unreadable nodes)."""
@@ -152,14 +215,30 @@ class SafetyChecker:
                 ctx = lg.offload_context
                 if ctx is not None and ctx.complete and ctx.uid_msb is not None and ctx.uid_lsb is not None:
                     offload[lg.ledger_id] = offloaded_object_keys(lg.ledger_id, ctx.uid_msb, ctx.uid_lsb)
+        hidden: set[str] = set()  # topics whose __compaction cursor keeps its state in a cursor ledger
         for path, node in cursor_nodes.items():
             cursor = None if node is None else decoded(path, node.data, decode_cursor)
             if cursor is None:
                 continue
             if cursor.cursors_ledger_id != -1:
                 add(cursor.cursors_ledger_id, f"cursor ledger of {path}")
-            if path.rsplit("/", 1)[1] == COMPACTION_CURSOR and COMPACTED_LEDGER_PROPERTY in cursor.properties:
-                add(cursor.properties[COMPACTED_LEDGER_PROPERTY], f"compacted-topic ledger of {path}")
+            ml_path, name = path.rsplit("/", 1)
+            if name == COMPACTION_CURSOR:
+                if COMPACTED_LEDGER_PROPERTY in cursor.properties:
+                    add(cursor.properties[COMPACTED_LEDGER_PROPERTY], f"compacted-topic ledger of {path}")
+                if cursor.cursors_ledger_id != -1:
+                    hidden.add(topic_of_managed_ledger_path(ml_path))
+            for key, value in sorted(cursor.cursor_properties.items()):
+                if not key.startswith(DELAYED_BUCKET_PREFIX):
+                    continue
+                if _DIGITS.fullmatch(value) is None:
+                    unreadable.append(f"{path}: bucket property {key!r} = {value[:40]!r} names no ledger")
+                    continue
+                add(int(value), f"delayed-delivery bucket {key} of {path}")
+        for lid, topic in sorted(self.compacted_ledgers().items()):
+            if topic in hidden:
+                add(lid, f"compacted ledger of {topic}, whose {COMPACTION_CURSOR} cursor keeps its state in a "
+                         "cursor ledger (the node may name an older one)")
         schema_paths = self._descend("/schemas", 3)  # tenant / namespace / topic
         for path, node in self.store.get_many(schema_paths).items():
             locator = None if node is None or not node.data else decoded(path, node.data, decode_schema_locator)
@@ -173,6 +252,7 @@ class SafetyChecker:
         """Ledgers first, objects second, references last (see the module docstring for why)."""
         taken_at = t0 = time.time()
         bookkeeper = frozenset(self.bookkeeper_ledgers())
+        self.learn_kinds(bookkeeper)
         t1 = time.time()
         objects = frozenset(self.list_objects()) if self.list_objects is not None else frozenset()
         t2 = time.time()

@@ -15,6 +15,23 @@ After the round, with no trim running, the checks that need a quiet mark
 phase run; an observer thread checks invariant 1 all along.  At the end the
 daemon drains to idle and everything is judged.
 
+Issue 27 added the shapes that need the age guard (``minLedgerAgeSeconds`` =
+:data:`MIN_AGE_S`) and the request kinds PIP-186 lacks.  The broker step also
+creates ledgers whose reference lands only in a *later* round ("pending": a
+rollover whose managed-ledger write, a schema version whose locator entry, a
+compaction whose cursor property, a bucket snapshot whose cursor property has not
+been written yet); forged requests of every reason name them meanwhile, and they
+must survive until listed (each lands within :data:`PENDING_MAX_S`, far inside
+the age guard).  It compacts now and then (the compacted ledger it replaces is
+released and requested, as ``scan-orphans --enqueue`` would), merges bucket
+snapshots (the merged-away ones are released and requested), deletes
+subscriptions holding buckets and whole topics holding a compacted ledger and a
+bucket (what upstream leaks, #21745 and #22802: released and requested).  Some
+forged requests carry forged properties (``RECONSUMETIMES``, a huge
+``DELAY_TIME``, ``ledgerDeletionGraceSince``, ``REAL_TOPIC``/``ORIGIN_MESSAGE_ID``
+naming other topics), sent to the request topic or straight to RETRY: they may
+cost a retry (or, with a forged retry count, a DLQ entry), never a deletion.
+
 The judge is :mod:`tests.safety_checker`, which reads the stores itself and
 shares no decision code with the product.  Invariants (DESIGN: "What
 references a ledger", "Mark phase", the delete-phase table):
@@ -37,6 +54,7 @@ import contextlib
 import functools
 import json
 import logging
+import math
 import os
 import random
 import threading
@@ -44,16 +62,22 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import boto3
 import pulsar
 import pytest
 
-from deletion_service.broker.interface import BrokerError
+from deletion_service.broker.interface import BrokerError, Producer
 from deletion_service.broker.pulsar_client import PulsarBrokerClient
-from deletion_service.cluster_writer import ClusterWriter, pulsar_custom_metadata, schema_custom_metadata
+from deletion_service.cluster_writer import (
+    ClusterWriter,
+    bucket_custom_metadata,
+    compacted_custom_metadata,
+    pulsar_custom_metadata,
+    schema_custom_metadata,
+)
 from deletion_service.cursor.errors import CursorVersionConflictError
 from deletion_service.cursor.reset import InvalidResetPosition, reset_stored_cursor
 from deletion_service.daemon import Daemon
@@ -68,15 +92,21 @@ from metastore import MetadataStore, open_store
 from metastore.formats import (
     LedgerInfo,
     LedgerLayout,
+    ManagedCursorInfo,
     OffloadContext,
     Position,
+    cursor_path,
+    decode_cursor,
     decode_managed_ledger,
+    encode_cursor,
     ledger_path,
     managed_ledger_path,
     schema_id,
 )
+from metastore.interface import ANY
 from offloaders.interface import java_uuid
 from tests.deletion_world import S3Bucket, make_world, now_ms
+from tests.deletion_world import request as genuine_request
 from tests.harness import MotoS3Server, PulsarLiteBroker, ZooKeeperServer, wait_until
 from tests.safety_checker import SafetyChecker, Snapshot, Violation
 
@@ -87,6 +117,13 @@ BUDGET_S = float(os.environ.get("SAFETY_BUDGET_S") or 150)
 GRACE_S = 3  # twoPhaseDeletionInUseGraceSeconds
 RECONSUME_S = 1  # twoPhaseDeletionReconsumeLaterInSeconds
 ENTRIES = 10  # every ledger the test writes has entries 0..9
+MIN_AGE_S = 20  # minLedgerAgeSeconds: what a pending or released ledger must wait out unless proven superseded
+#: A pending reference lands this many rounds after its ledger was created, or once the ledger is this
+#: old, whichever is first (checked when it lands: far inside the age guard, or the run says it was too slow).
+PENDING_ROUNDS = (2, 6)
+PENDING_MAX_S = MIN_AGE_S / 5
+MAX_RETRIES = 30  # twoPhaseDeletionMaxRetryDeleteCount
+BUCKET_PREFIX = "#pulsar.internal.delayed.bucket_"  # PIP-195 cursor property of a bucket snapshot ledger
 
 POOL = [
     "persistent://t1/ns/orders",
@@ -98,6 +135,8 @@ POOL = [
 ]
 COMPACTED = {POOL[0], POOL[2], POOL[5]}  # topics with a __compaction cursor holding a compacted ledger
 STATIC = "persistent://t3/ns/ledger-backed"  # a cursor keeps its state in a cursor ledger: never trimmed
+# STATIC's __compaction cursor keeps its state in a cursor ledger too: every compacted ledger of STATIC counts
+# as referenced, the one its node names and an older one it does not ("compacted-hidden" requests).
 STATIC_CURSOR = "durable"
 SUBS = ["sub-a", "sub-b"]
 
@@ -121,6 +160,46 @@ class Sent:
     round: int
     ledger_id: int | None
     topic: str | None = None
+    props: dict[str, str] | None = None  # forged message properties
+    to_retry: bool = False  # sent straight to RETRY
+    may_dlq: bool = False  # a forged RECONSUMETIMES near the retry budget: a DLQ entry is allowed too
+
+    @property
+    def label(self) -> str:
+        """The kind as the outcome table prints it."""
+        return self.kind + ("+props" if self.props else "") + ("@retry" if self.to_retry else "")
+
+
+@dataclass
+class Pending:
+    """A ledger the broker step created whose reference it writes only in a later round."""
+
+    ledger_id: int
+    what: str  # rollover | schema | compacted | bucket
+    topic: str
+    due_round: int
+    created_at: float  # time.monotonic()
+    cursor: str | None = None  # bucket: its subscription
+    key: str | None = None  # bucket: its cursor property
+
+    @property
+    def owner(self) -> tuple[str, ...]:
+        """Whose references record it: the same owner records its ledgers in id order."""
+        if self.what == "schema":
+            return (self.what, schema_id(self.topic))
+        return (self.what, self.topic, self.cursor or "")
+
+
+@dataclass
+class Doomed:
+    """A topic (or only a subscription) the broker step deletes in a later round, leaking what upstream leaks."""
+
+    topic: str
+    retire_round: int
+    sub: str  # the subscription holding the buckets
+    buckets: dict[str, int]  # cursor property -> bucket ledger
+    data: list[int] = field(default_factory=list)  # whole topic: its data ledgers (the broker deletes them)
+    compacted: int | None = None  # whole topic: its compacted ledger (leaked)
 
 
 @dataclass
@@ -151,7 +230,18 @@ class Truth:
     topic_of: dict[int, str] = field(default_factory=dict)
     ever_listed: set[int] = field(default_factory=set)
     orphans: set[int] = field(default_factory=set)  # created unlisted on purpose, requested as orphans
-    protected: dict[int, str] = field(default_factory=dict)  # schema / compacted / cursor ledgers
+    protected: dict[int, str] = field(default_factory=dict)  # schema / compacted / cursor / bucket ledgers
+    pending: dict[int, Pending] = field(default_factory=dict)
+    pending_made: Counter = field(default_factory=Counter)
+    #: made unreferenced on purpose by the broker step (superseded compacted ledger, merged-away bucket,
+    #: a deleted subscription's buckets, a deleted topic's compacted ledger and buckets), each requested
+    released: dict[int, str] = field(default_factory=dict)
+    dropped: set[int] = field(default_factory=set)  # deleted by the "broker" itself (a deleted topic's data)
+    compacted_now: dict[str, int] = field(default_factory=dict)  # topic -> what its __compaction cursor names
+    buckets: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)  # (topic, cursor) -> live ones
+    schema_ledgers: dict[str, list[int]] = field(default_factory=dict)  # schema id -> recorded ledgers
+    hidden_compacted: int = -1  # STATIC's compacted ledger its __compaction node does not name
+    doomed: list[Doomed] = field(default_factory=list)
     objects: dict[int, tuple[str, ...]] = field(default_factory=dict)  # offloaded ledger -> keys
     trimmed: set[int] = field(default_factory=set)  # TrimResult.removed, union
     sent: list[Sent] = field(default_factory=list)
@@ -173,8 +263,17 @@ class Truth:
     def describe(self, ledger_id: int | None) -> str:
         if ledger_id is None:
             return ""
-        what = self.protected.get(ledger_id) or ("orphan" if ledger_id in self.orphans else "data")
-        return f" ({what} ledger of {self.topic_of.get(ledger_id, '?')})"
+        what = (self.protected.get(ledger_id) or (f"released {self.released[ledger_id]}" if ledger_id in self.released
+                                                  else None)
+                or ("orphan" if ledger_id in self.orphans else "dropped" if ledger_id in self.dropped else "data"))
+        pending = self.pending.get(ledger_id)
+        return f" ({what} ledger of {self.topic_of.get(ledger_id, '?')}{'; pending' if pending else ''})"
+
+    def may_be_gone(self) -> set[int]:
+        """Ledgers that may leave BookKeeper other than by a trim: made unreferenced (and requested) on
+        purpose, or deleted by the broker step itself."""
+        with self.lock:
+            return set(self.orphans) | set(self.released) | set(self.dropped)
 
 
 @dataclass
@@ -214,6 +313,7 @@ class Cluster:
     round: int = -1
     spent: Counter = field(default_factory=Counter)  # seconds per phase, printed with the figures
     _seen: set[tuple[str, int | None, str]] = field(default_factory=set, repr=False)
+    _forgers: dict[str, Producer] = field(default_factory=dict, repr=False)  # request partitions, with properties
 
     def violate(self, where: str, found: list[Violation]) -> None:
         """Keep each broken invariant once, where it was first seen (a deleted schema ledger would
@@ -255,6 +355,28 @@ class Cluster:
                                               "serviceEndpoint": self.bucket.endpoint})
         return LedgerInfo(info.ledger_id, info.entries, info.size, info.timestamp, offload_context=ctx)
 
+    def edit_cursor(self, topic: str, cursor: str, change: Callable[[ManagedCursorInfo], ManagedCursorInfo]) -> None:
+        """Read-modify-write one cursor node at the version read (as a broker does; nothing else writes now)."""
+        path = cursor_path(topic, cursor)
+        node = self.admin.get(path)
+        assert node is not None, path
+        self.admin.put(path, encode_cursor(change(decode_cursor(node.data))), node.version)
+
+    def pend(self, pending: Pending, protect: str | None = None) -> None:
+        with self.truth.lock:
+            self.truth.pending[pending.ledger_id] = pending
+            self.truth.pending_made[pending.what] += 1
+            if protect is not None:
+                self.truth.protected[pending.ledger_id] = protect
+
+    def release(self, ledger_id: int, what: str, request: PendingDeleteLedgerInfo,
+                out: list[tuple[str, PendingDeleteLedgerInfo]]) -> None:
+        """``ledger_id`` was just made unreferenced on purpose: it may go, and must be gone after the drain."""
+        with self.truth.lock:
+            self.truth.released[ledger_id] = what
+            self.truth.protected.pop(ledger_id, None)
+        out.append((f"released-{what}", request))
+
     # ---- sends
 
     def send_request(self, request: PendingDeleteLedgerInfo, kind: str, rnd: int) -> str:
@@ -268,6 +390,23 @@ class Cluster:
         partition = self.topics.partition_for(ledger_id if ledger_id is not None else rnd)
         self.publisher.send_raw(partition, payload)
         self.truth.record(Sent(payload, kind, rnd, ledger_id, topic))
+
+    def send_forged_properties(self, body: dict[str, Any], kind: str, rnd: int, ledger_id: int | None,
+                               topic: str | None, props: dict[str, str], to_retry: bool) -> None:
+        """A request with properties of the forger's choosing, to its partition or straight to RETRY."""
+        payload = json.dumps(body, separators=(",", ":")).encode()
+        retries = props.get("RECONSUMETIMES", "")
+        may_dlq = retries.isdigit() and int(retries) >= MAX_RETRIES // 2
+        if to_retry:
+            self.publisher.send_retry(payload, props, 0)
+        else:
+            partition = self.topics.partition_for(ledger_id if ledger_id is not None else rnd)
+            with self.truth.lock:
+                producer = self._forgers.get(partition)
+                if producer is None:
+                    producer = self._forgers[partition] = self.publisher.broker.producer(partition)
+            producer.send(payload, props)
+        self.truth.record(Sent(payload, kind, rnd, ledger_id, topic, props, to_retry, may_dlq))
 
 
 @dataclass
@@ -298,8 +437,8 @@ def cluster(request: pytest.FixtureRequest, zk_url: str, zookeeper: ZooKeeperSer
         daemon_store, daemon_bk, pulsar_broker.service_url,
         twoPhaseDeletionReconsumeLaterInSeconds=RECONSUME_S,
         twoPhaseDeletionInUseGraceSeconds=grace_s,
-        twoPhaseDeletionMaxRetryDeleteCount=30,
-        minLedgerAgeSeconds=0,
+        twoPhaseDeletionMaxRetryDeleteCount=MAX_RETRIES,
+        minLedgerAgeSeconds=MIN_AGE_S,
         offloadAllowedBuckets=[bucket.name],
     )
     topics = world.service.topics
@@ -340,21 +479,31 @@ def build_pool(c: Cluster, rng: random.Random) -> dict[str, int]:
         for sub in SUBS:
             c.writer.cursor(topic, sub, Position(rng.choice(ledgers), rng.randrange(-1, ENTRIES)))
         if topic in COMPACTED:
-            compacted = c.new_ledger(topic, {"application": "pulsar", "component": "compacted-ledger",
-                                             "pulsar/compactedTopic": topic})
+            compacted = c.new_ledger(topic, compacted_custom_metadata(topic))
             c.truth.protected[compacted] = "compacted-topic"
+            c.truth.compacted_now[topic] = compacted
             c.writer.cursor(topic, "__compaction", Position(ledgers[-1], 0),
                             properties={"CompactedTopicLedger": compacted})
         sid = schema_id(topic)
         if sid not in schemas:
             schemas[sid] = c.new_ledger(topic, schema_custom_metadata(topic))
             c.truth.protected[schemas[sid]] = "schema"
+            c.truth.schema_ledgers[sid] = [schemas[sid]]
             c.writer.schema(topic, [schemas[sid]])
     data = [c.new_ledger(STATIC) for _ in range(3)]
     c.write_ledgers(STATIC, [LedgerInfo(lid, ENTRIES, 1024, now_ms()) for lid in data])
     cursor_ledger = c.new_ledger(STATIC, pulsar_custom_metadata(STATIC, STATIC_CURSOR))
     c.truth.protected[cursor_ledger] = "cursor"
     c.writer.cursor(STATIC, STATIC_CURSOR, Position(data[-1], 5), cursors_ledger_id=cursor_ledger)
+    # Its __compaction cursor's state is in a cursor ledger: the node names `named`, the truth may be `older`
+    # (or newer): the metadata store cannot say, so both are referenced.
+    older, named = (c.new_ledger(STATIC, compacted_custom_metadata(STATIC)) for _ in range(2))
+    compaction_ledger = c.new_ledger(STATIC, pulsar_custom_metadata(STATIC, "__compaction"))
+    c.truth.protected.update({older: "compacted-topic (hidden)", named: "compacted-topic (hidden)",
+                              compaction_ledger: "cursor (__compaction)"})
+    c.truth.hidden_compacted = older
+    c.writer.cursor(STATIC, "__compaction", Position(data[-1], 0), cursors_ledger_id=compaction_ledger,
+                    properties={"CompactedTopicLedger": named})
     return {t: schemas[schema_id(t)] for t in POOL}
 
 
@@ -362,11 +511,19 @@ def cursors_of(topic: str) -> list[str]:
     return SUBS + (["__compaction"] if topic in COMPACTED else [])
 
 
-def grow(c: Cluster, rng: random.Random, rnd: int) -> list[int]:
-    """The "broker" step: new ledgers, an offload of an older one, now and then an unlisted orphan.
-    Returns the orphans created (each gets an orphan request in the concurrent phase)."""
-    orphans = []
+Genuine = list[tuple[str, PendingDeleteLedgerInfo]]
+
+
+def grow(c: Cluster, rng: random.Random, rnd: int) -> Genuine:
+    """The "broker" step: pending references land, deleted topics and subscriptions go, new ledgers,
+    an offload of an older one, now and then an unlisted orphan, and new pending ledgers, compactions,
+    bucket snapshots and merges.  Returns the genuine requests to send in the concurrent phase (each
+    orphan and each ledger released on purpose gets one, as ``scan-orphans --enqueue`` would send)."""
+    out: Genuine = []
+    land_pending(c, rnd, out)
+    retire(c, rnd, out)
     for topic in rng.sample(POOL, rng.randint(1, 3)):
+        land_pending(c, rnd, out, rollovers_of=topic)  # a pending rollover is listed before any newer ledger
         ledgers = c.ledgers(topic)
         for i, info in enumerate(ledgers[:-1]):
             if info.offload_context is None and rng.random() < 0.1:
@@ -378,8 +535,154 @@ def grow(c: Cluster, rng: random.Random, rnd: int) -> list[int]:
             orphan = c.new_ledger(topic)
             with c.truth.lock:
                 c.truth.orphans.add(orphan)
-            orphans.append(orphan)
-    return orphans
+            out.append(("orphan", genuine_request(topic, orphan, reason="orphan")))
+        if rng.random() < 0.3:  # a rollover: the ledger exists, the managed-ledger write lands later
+            c.pend(Pending(c.new_ledger(topic), "rollover", topic, rnd + rng.randint(*PENDING_ROUNDS),
+                           time.monotonic()))
+    happen(c, rng, rnd, out)
+    return out
+
+
+def land_pending(c: Cluster, rnd: float, out: Genuine, rollovers_of: str | None = None) -> None:
+    """Write the references of the pending ledgers that are due (``rollovers_of``: every pending rollover
+    of that topic, due or not), each owner's in id order, as Pulsar records them."""
+    now = time.monotonic()
+    with c.truth.lock:
+        pending = list(c.truth.pending.values())
+    if rollovers_of is None:
+        due = [p for p in pending if rnd >= p.due_round or now - p.created_at > PENDING_MAX_S]
+    else:
+        due = [p for p in pending if p.what == "rollover" and p.topic == rollovers_of]
+    # an owner never records a ledger after a newer one of its own: land the older pending ones first
+    due = {q.ledger_id: q for p in due for q in pending if q.owner == p.owner and q.ledger_id <= p.ledger_id}
+    for p in sorted(due.values(), key=lambda p: p.ledger_id):
+        land(c, p, out)
+
+
+def land(c: Cluster, p: Pending, out: Genuine) -> None:
+    age = time.monotonic() - p.created_at
+    if age > MIN_AGE_S / 2:
+        c.errors.append(f"round {c.round}: pending {p.what} ledger {p.ledger_id} of {p.topic} landed {age:.1f}s "
+                        f"after it was created: the age guard ({MIN_AGE_S}s) could have run out (too slow a run)")
+    if p.what == "rollover":
+        ledgers = c.ledgers(p.topic)
+        if ledgers and ledgers[-1].ledger_id > p.ledger_id:
+            c.errors.append(f"round {c.round}: test model broken: {p.topic} lists {ledgers[-1].ledger_id} "
+                            f"before its pending rollover {p.ledger_id}")
+        c.write_ledgers(p.topic, [*ledgers, LedgerInfo(p.ledger_id, ENTRIES, 1024, now_ms())])
+    elif p.what == "schema":
+        with c.truth.lock:
+            recorded = c.truth.schema_ledgers[schema_id(p.topic)]
+            recorded.append(p.ledger_id)
+            ids = list(recorded)
+        c.writer.schema(p.topic, ids)
+    elif p.what == "compacted":
+        c.edit_cursor(p.topic, "__compaction",
+                      lambda info: replace(info, properties={**info.properties, "CompactedTopicLedger": p.ledger_id}))
+        with c.truth.lock:
+            old = c.truth.compacted_now[p.topic]
+            c.truth.compacted_now[p.topic] = p.ledger_id
+        c.release(old, "compacted", genuine_request(p.topic, old, "COMPACTED_LEDGER", reason="orphan"), out)
+    else:
+        assert p.cursor is not None and p.key is not None
+        key, value = p.key, str(p.ledger_id)
+        c.edit_cursor(p.topic, p.cursor,
+                      lambda info: replace(info, cursor_properties={**info.cursor_properties, key: value}))
+        with c.truth.lock:
+            c.truth.buckets.setdefault((p.topic, p.cursor), {})[p.key] = p.ledger_id
+    with c.truth.lock:
+        del c.truth.pending[p.ledger_id]
+
+
+def bucket_key(c: Cluster, topic: str, ledger_id: int) -> str:
+    """``#pulsar.internal.delayed.bucket_<start>_<end>``: the range of data ledgers the snapshot covers."""
+    listed = c.ledgers(topic)
+    return f"{BUCKET_PREFIX}{listed[0].ledger_id if listed else 0}_{ledger_id}"
+
+
+def happen(c: Cluster, rng: random.Random, rnd: int, out: Genuine) -> None:
+    """Pending schema versions, compactions and bucket snapshots; bucket merges; new subscriptions holding
+    buckets and new topics holding a compacted ledger and a bucket, each deleted some rounds later."""
+    due = rnd + rng.randint(*PENDING_ROUNDS)
+    if rng.random() < 0.1:
+        topic = rng.choice(POOL)
+        lid = c.new_ledger(topic, schema_custom_metadata(topic))
+        c.pend(Pending(lid, "schema", topic, due, time.monotonic()), protect="schema")
+    with c.truth.lock:
+        compacting = {p.topic for p in c.truth.pending.values() if p.what == "compacted"}
+    if rng.random() < 0.2 and (idle := sorted(COMPACTED - compacting)):
+        topic = rng.choice(idle)
+        lid = c.new_ledger(topic, compacted_custom_metadata(topic))
+        c.pend(Pending(lid, "compacted", topic, due, time.monotonic()), protect="compacted-topic")
+    if rng.random() < 0.3:
+        topic, sub = rng.choice(POOL), rng.choice(SUBS)
+        lid = c.new_ledger(topic, bucket_custom_metadata(topic, sub))
+        c.pend(Pending(lid, "bucket", topic, due, time.monotonic(), sub, bucket_key(c, topic, lid)),
+               protect="delayed-bucket")
+    with c.truth.lock:
+        mergeable = sorted((k, dict(v)) for k, v in c.truth.buckets.items() if len(v) >= 2)
+    if rng.random() < 0.3 and mergeable:
+        (topic, sub), live = rng.choice(mergeable)
+        merged = dict(sorted(live.items(), key=lambda kv: kv[1])[:2])
+        lid = c.new_ledger(topic, bucket_custom_metadata(topic, sub))
+        key = bucket_key(c, topic, lid)
+        c.edit_cursor(topic, sub, lambda info: replace(info, cursor_properties={
+            **{k: v for k, v in info.cursor_properties.items() if k not in merged}, key: str(lid)}))
+        with c.truth.lock:
+            c.truth.protected[lid] = "delayed-bucket"
+            live_now = c.truth.buckets[(topic, sub)]
+            for k in merged:
+                del live_now[k]
+            live_now[key] = lid
+        for old in merged.values():
+            c.release(old, "bucket-merged", genuine_request(topic, old, "DELAYED_INDEX_BUCKET", reason="orphan",
+                                                            cursorName=sub), out)
+    if rng.random() < 0.08:  # a subscription with delayed messages, deleted later (its buckets leak upstream)
+        topic, sub = rng.choice(POOL), f"delayed-{rnd}"
+        lids = [c.new_ledger(topic, bucket_custom_metadata(topic, sub)) for _ in range(rng.randint(1, 2))]
+        buckets = {bucket_key(c, topic, lid): lid for lid in lids}
+        c.writer.cursor(topic, sub, Position(c.ledgers(topic)[-1].ledger_id, -1),
+                        cursor_properties={k: str(v) for k, v in buckets.items()})
+        with c.truth.lock:
+            c.truth.protected.update(dict.fromkeys(lids, "delayed-bucket"))
+            c.truth.doomed.append(Doomed(topic, rnd + rng.randint(3, 8), sub, buckets))
+    if rng.random() < 0.06:  # a topic with a compacted ledger and a bucket, deleted later (both leak upstream)
+        topic, sub = f"persistent://t4/ns/doomed-{rnd}", "delayed"
+        data = [c.new_ledger(topic)]
+        c.writer.managed_ledger(topic, [LedgerInfo(data[0], ENTRIES, 1024, now_ms())])
+        compacted = c.new_ledger(topic, compacted_custom_metadata(topic))
+        c.writer.cursor(topic, "__compaction", Position(data[0], 0), properties={"CompactedTopicLedger": compacted})
+        bucket = c.new_ledger(topic, bucket_custom_metadata(topic, sub))
+        key = f"{BUCKET_PREFIX}{data[0]}_{bucket}"
+        c.writer.cursor(topic, sub, Position(data[0], -1), cursor_properties={key: str(bucket)})
+        with c.truth.lock:
+            c.truth.protected.update({compacted: "compacted-topic", bucket: "delayed-bucket"})
+            c.truth.doomed.append(Doomed(topic, rnd + rng.randint(3, 8), sub, {key: bucket}, data, compacted))
+
+
+def retire(c: Cluster, rnd: float, out: Genuine) -> None:
+    """Delete the subscriptions and topics that are due, as a broker does: the cursor (and managed-ledger)
+    nodes first, then a deleted topic's data ledgers; compacted ledgers and buckets are left behind."""
+    with c.truth.lock:
+        due = [d for d in c.truth.doomed if d.retire_round <= rnd]
+        c.truth.doomed = [d for d in c.truth.doomed if d.retire_round > rnd]
+    for d in due:
+        if d.compacted is None:
+            c.admin.delete(cursor_path(d.topic, d.sub), ANY)
+        else:
+            ml_path = managed_ledger_path(d.topic)
+            for name in c.admin.children(ml_path):
+                c.admin.delete(f"{ml_path}/{name}", ANY)
+            c.admin.delete(ml_path, ANY)
+            with c.truth.lock:
+                c.truth.dropped.update(d.data)
+            for lid in d.data:
+                c.admin_bk.delete(ledger_path("/ledgers", lid, LedgerLayout.HIERARCHICAL), ANY)
+            c.release(d.compacted, "topic-compacted", genuine_request(d.topic, d.compacted, "COMPACTED_LEDGER",
+                                                                      reason="orphan"), out)
+        for lid in d.buckets.values():
+            c.release(lid, "sub-bucket" if d.compacted is None else "topic-bucket",
+                      genuine_request(d.topic, lid, "DELAYED_INDEX_BUCKET", reason="orphan", cursorName=d.sub), out)
 
 
 # ---------------------------------------------------------------- the concurrent actors
@@ -417,7 +720,7 @@ def trim_actor(c: Cluster, topic: str, mode: str, rng: random.Random, rnd: int,
     def run() -> None:
         try:
             with contextlib.suppress(SimulatedCrash):
-                run_record.result = trim(c.admin, topic, one_at_a_time(send), offline=True)
+                run_record.result = trim(c.admin, topic, one_at_a_time(send), offline=True, write_within_s=GRACE_S)
         finally:  # even if trim raised: its requests are on the topic and must be judged
             result = run_record.result
             removed = set(result.removed) if result is not None else set()
@@ -456,9 +759,36 @@ def reset_actor(c: Cluster, topic: str, sub: str, target: Position, delay_s: flo
     return run
 
 
+@dataclass
+class Forged:
+    """One forged request: its kind (the outcome table's row), body, the ledger and topic it names."""
+
+    kind: str
+    body: dict[str, Any] | bytes
+    ledger_id: int | None
+    topic: str | None
+    props: dict[str, str] | None = None  # forged message properties
+    to_retry: bool = False
+
+
+def forged_properties(c: Cluster, rng: random.Random, topic: str) -> dict[str, str]:
+    """Properties only this tool should write, with a forger's values: each may cost a retry, nothing more."""
+    now = now_ms()
+    choices = {
+        "RECONSUMETIMES": ["0", "1", str(MAX_RETRIES - 1), str(10**9), "-3", "many"],
+        "DELAY_TIME": [str(10**15), "-1000", "250", "soon"],
+        "ledgerDeletionGraceSince": [str(now - 10**8), str(now + 10**10), "0", "garbage", str(now)],
+        "REAL_TOPIC": [rng.choice(POOL), c.topics.dlq, c.topics.retry, "persistent://t2/other/__ledger_deletion",
+                       f"{c.topics.retry.removesuffix('-RETRY')}-partition-0"],
+        "ORIGIN_MESSAGE_ID": ["1:2:-1:0", "(9,9,-1,-1)", topic],
+    }
+    props = {k: rng.choice(v) for k, v in choices.items() if rng.random() < 0.5}
+    return props or {"ledgerDeletionGraceSince": str(now - 10**8)}
+
+
 def forged_requests(c: Cluster, rng: random.Random, rnd: int, listing: dict[str, list[LedgerInfo]],
-                    schemas: dict[str, int]) -> list[tuple[str, dict[str, Any] | bytes, int | None, str | None]]:
-    """(kind, body, ledger id, topic) for a few forged requests, chosen from the round's start state."""
+                    schemas: dict[str, int]) -> list[Forged]:
+    """A few forged requests, chosen from the round's start state; some carry forged properties."""
     nonce = f"{SEED}/{rnd}/{rng.random()}"  # unknown fields are ignored: makes every forged payload unique
 
     def body(topic: str, lid: int, reason: str = "manual", component: str = "MANAGED_LEDGER",
@@ -468,7 +798,12 @@ def forged_requests(c: Cluster, rng: random.Random, rnd: int, listing: dict[str,
 
     reasons = ["manual", "orphan", "trim", "topic-deleted"]
     out: list[tuple[str, dict[str, Any] | bytes, int | None, str | None]] = []
-    for _ in range(rng.randint(2, 4)):
+    with c.truth.lock:
+        pending = sorted(c.truth.pending.values(), key=lambda p: p.ledger_id)
+        live_buckets = sorted((t, cur, lid) for (t, cur), props in c.truth.buckets.items() for lid in props.values())
+        compacted_now = sorted(c.truth.compacted_now.items())
+        hidden = c.truth.hidden_compacted
+    for _ in range(rng.randint(3, 5)):
         a, b = rng.sample(POOL, 2)
         listed_a = [lg.ledger_id for lg in listing[a]]
         with c.truth.lock:
@@ -478,8 +813,36 @@ def forged_requests(c: Cluster, rng: random.Random, rnd: int, listing: dict[str,
         other = rng.choice([t for t in POOL if t != owner] + [STATIC])
         kind = rng.choice(["garbage", "wrong-topic", "ghost-topic", "ghost-ledger", "listed-live", "cursor-mismatch",
                            "schema-mismatch", "schema-live", "schema-cross-topic", "compacted", "cursor-ledger",
-                           "offload-wrong-topic", "offload-listed"])
-        if kind == "garbage":
+                           "offload-wrong-topic", "offload-listed",
+                           # issue 27: ledgers whose reference has not landed yet, and the kinds PIP-186 lacks
+                           "pending", "pending", "pending-schema", "pending-compacted", "pending-bucket",
+                           "compacted-live", "compacted-hidden", "bucket-live", "bucket-wrong-cursor"])
+        waiting = [p for p in pending if p.what == {"pending": "rollover", "pending-schema": "schema",
+                                                    "pending-compacted": "compacted",
+                                                    "pending-bucket": "bucket"}.get(kind)]
+        if kind.startswith("pending"):
+            if not waiting:
+                continue
+            p = rng.choice(waiting)
+            extra: dict[str, Any] = {
+                "pending": {}, "pending-schema": {"component": "SCHEMA_STORAGE", "schemaId": schema_id(p.topic)},
+                "pending-compacted": {"component": "COMPACTED_LEDGER"},
+                "pending-bucket": {"component": "DELAYED_INDEX_BUCKET", "cursorName": p.cursor}}[kind]
+            out.append((kind, body(p.topic, p.ledger_id, rng.choice(reasons), **extra), p.ledger_id, p.topic))
+        elif kind == "compacted-live":
+            topic, lid = rng.choice(compacted_now)
+            out.append((kind, body(topic, lid, rng.choice(reasons), "COMPACTED_LEDGER"), lid, topic))
+        elif kind == "compacted-hidden":
+            out.append((kind, body(STATIC, hidden, rng.choice(reasons), "COMPACTED_LEDGER"), hidden, STATIC))
+        elif kind in ("bucket-live", "bucket-wrong-cursor"):
+            if not live_buckets:
+                continue
+            topic, cursor, lid = rng.choice(live_buckets)
+            if kind == "bucket-wrong-cursor":
+                cursor = rng.choice([s for s in [*SUBS, "__compaction", "nobody"] if s != cursor])
+            out.append((kind, body(topic, lid, rng.choice(reasons), "DELAYED_INDEX_BUCKET", cursorName=cursor),
+                        lid, topic))
+        elif kind == "garbage":
             out.append((kind, rng.choice([
                 b"\xff\xfe not utf-8 " + nonce.encode(),
                 b"{not json " + nonce.encode(),
@@ -514,9 +877,8 @@ def forged_requests(c: Cluster, rng: random.Random, rnd: int, listing: dict[str,
             target = b if schema_id(b) != schema_id(a) else f"persistent://ghost/ns/s-{rng.randrange(10**6)}"
             out.append((kind, body(target, schemas[a], rng.choice(reasons), "SCHEMA_STORAGE",
                                    schemaId=schema_id(a)), schemas[a], target))
-        elif kind == "compacted":
-            ledger = [lid for lid, what in c.truth.protected.items()
-                      if what == "compacted-topic" and c.truth.topic_of[lid] == a]
+        elif kind == "compacted":  # the live compacted ledger, named as a data ledger
+            ledger = [lid for topic, lid in compacted_now if topic == a]
             if ledger:
                 out.append((kind, body(a, ledger[0], rng.choice(reasons)), ledger[0], a))
         elif kind == "cursor-ledger":
@@ -531,7 +893,14 @@ def forged_requests(c: Cluster, rng: random.Random, rnd: int, listing: dict[str,
             topic = b if kind == "offload-wrong-topic" else a
             out.append((kind, {**body(topic, lid, rng.choice(reasons)), "ledgerType": "OFFLOAD_LEDGER",
                                "offloadContext": c.bucket.offload_context(msb, lsb)}, lid, topic))
-    return out
+    forged = []
+    for i, (kind, payload, lid, topic) in enumerate(out):
+        if isinstance(payload, dict) and rng.random() < 0.3:
+            forged.append(Forged(kind, {**payload, "nonce": f"{nonce}/{i}/props"}, lid, topic,
+                                 forged_properties(c, rng, topic or a), to_retry=rng.random() < 0.5))
+        else:
+            forged.append(Forged(kind, payload, lid, topic))
+    return forged
 
 
 def _uid_of(c: Cluster, topic: str, ledger_id: int) -> tuple[int | None, int | None]:
@@ -541,23 +910,25 @@ def _uid_of(c: Cluster, topic: str, ledger_id: int) -> tuple[int | None, int | N
     return None, None
 
 
-def forge_actor(c: Cluster, forged: list, rnd: int, rng: random.Random) -> Callable[[], None]:
+def forge_actor(c: Cluster, forged: list[Forged], rnd: int, rng: random.Random) -> Callable[[], None]:
     def run() -> None:
-        for kind, body, lid, topic in forged:
+        for f in forged:
             time.sleep(rng.uniform(0, 0.005))
-            c.send_raw(body, kind, rnd, lid, topic)
+            if f.props is not None:
+                assert isinstance(f.body, dict)
+                c.send_forged_properties(f.body, f.kind, rnd, f.ledger_id, f.topic, f.props, f.to_retry)
+            else:
+                c.send_raw(f.body, f.kind, rnd, f.ledger_id, f.topic)
 
     return run
 
 
-def orphan_actor(c: Cluster, orphans: list[int], rnd: int) -> Callable[[], None]:
-    """What ``scan-orphans --enqueue`` would send for the ledgers created unlisted on purpose."""
+def genuine_actor(c: Cluster, requests: Genuine, rnd: int) -> Callable[[], None]:
+    """What ``scan-orphans --enqueue`` would send for the ledgers left unreferenced on purpose."""
 
     def run() -> None:
-        for lid in orphans:
-            c.send_request(PendingDeleteLedgerInfo.model_validate({
-                "topicName": c.truth.topic_of[lid], "ledgerComponent": "MANAGED_LEDGER", "ledgerType": "LEDGER",
-                "ledgerId": lid, "markedAt": now_ms(), "reason": "orphan"}), "orphan", rnd)
+        for kind, request in requests:
+            c.send_request(request, kind, rnd)
 
     return run
 
@@ -595,8 +966,9 @@ def observer(c: Cluster, stop: threading.Event, counter: Counter) -> None:
 def quiet_checks(c: Cluster, rnd: int) -> None:
     """No trim runs now: the strong form of invariant 1, trim's reports, and aborted trims kept their ledgers."""
     snap = observe(c, f"after round {rnd}")
+    orphans = c.truth.may_be_gone()
     with c.truth.lock:
-        created, trimmed, orphans = set(c.truth.created_bk), set(c.truth.trimmed), set(c.truth.orphans)
+        created, trimmed = set(c.truth.created_bk), set(c.truth.trimmed)
         objects, ever = dict(c.truth.objects), set(c.truth.ever_listed)
         runs = [r for r in c.truth.trim_runs if r.round == rnd]
     where = f"after round {rnd}"
@@ -634,10 +1006,17 @@ def wait_settled(c: Cluster, timeout_s: float) -> dict[bytes, list[tuple[str, Se
         time.sleep(0.2)
 
 
-def allowed(kind: str, ledger_trimmed: bool) -> set[str]:
-    """Where each kind of request may end, from the design's table (``ledger_trimmed``: a successful
-    trim removed its ledger at some point, so deleting or finding it absent became legitimate)."""
-    later = {"deleted", "absent"} if ledger_trimmed else set()
+RELEASED = {"released-compacted", "released-bucket-merged", "released-sub-bucket", "released-topic-compacted",
+            "released-topic-bucket"}
+
+
+def allowed(kind: str, ledger_let_go: bool) -> set[str]:
+    """Where each kind of request may end, from the design's table (``ledger_let_go``: a successful
+    trim removed its ledger at some point, or the broker step released it on purpose, so deleting or
+    finding it absent became legitimate)."""
+    later = {"deleted", "absent"} if ledger_let_go else set()
+    if kind in RELEASED:
+        return {"deleted", "absent"}
     return {
         "trim": {"deleted", "absent"},
         "trim-unwritten": {"still_in_use"} | later,
@@ -653,10 +1032,20 @@ def allowed(kind: str, ledger_trimmed: bool) -> set[str]:
         "schema-live": {"still_in_use"},
         # DESIGN row 1 says DLQ (schemaId is not the schema of topicName); in use or mismatch also keep it
         "schema-cross-topic": {"dlq", "still_in_use", "metadata_mismatch"},
-        "compacted": {"still_in_use"},
+        # named as a data ledger: in use while referenced; once superseded, a mismatch (never deleted as data)
+        "compacted": {"still_in_use"} | ({"metadata_mismatch", "absent"} if ledger_let_go else set()),
         "cursor-ledger": {"still_in_use"},
         "offload-wrong-topic": {"still_in_use", "metadata_mismatch", "absent"},
         "offload-listed": {"still_in_use"} | later,
+        # issue 27: the age guard holds a pending ledger until its reference lands, whatever the reason
+        "pending": {"still_in_use"} | later,
+        "pending-schema": {"still_in_use"},
+        "pending-compacted": {"still_in_use"} | later,
+        "pending-bucket": {"still_in_use"} | later,
+        "compacted-live": {"still_in_use"} | later,
+        "compacted-hidden": {"still_in_use"},
+        "bucket-live": {"still_in_use"} | later,
+        "bucket-wrong-cursor": {"still_in_use", "metadata_mismatch"} | ({"absent"} if ledger_let_go else set()),
     }.get(kind, set())  # an unknown kind (a trim whose thread never finished) allows nothing: reported
 
 
@@ -664,19 +1053,20 @@ def judge_outcomes(c: Cluster, ends: dict[bytes, list[tuple[str, Settled, float]
     """Invariant 3 per request (its end is one its kind allows) and the grace: a mark-phase request
     is acked "in use" only once its trim has had ``GRACE_S`` to write.  Returns (kind, outcome) counts."""
     by_kind: Counter = Counter()
-    trimmed = c.truth.trimmed
+    let_go = c.truth.trimmed | set(c.truth.released)
     for s in {s.payload: s for s in c.truth.sent}.values():  # a payload sent twice settles twice
         for outcome, settled, at in ends.get(s.payload, []):
-            by_kind[(s.kind, outcome)] += 1
-            ok = allowed(s.kind, s.ledger_id in trimmed)
+            by_kind[(s.label, outcome)] += 1
+            ok = allowed(s.kind, s.ledger_id in let_go) | ({"dlq"} if s.may_dlq else set())
             if outcome not in ok:
                 c.violate(f"round {s.round}", [Violation(
                     "3:outcome", s.ledger_id,
-                    f"{s.kind} request for {s.topic} ended {outcome!r} ({settled.action.reason}); "
-                    f"allowed {sorted(ok)}")])
+                    f"{s.label} request for {s.topic} ended {outcome!r} ({settled.action.reason}); "
+                    f"allowed {sorted(ok)}; properties {s.props}")])
             request = settled.request
+            forged_start = s.props is not None and "ledgerDeletionGraceSince" in s.props  # may end its own grace
             if (outcome == "still_in_use" and request is not None and request.reason.value in ("trim", "topic-deleted")
-                    and at * 1000 - request.marked_at < GRACE_S * 1000 - 50):
+                    and not forged_start and at * 1000 - request.marked_at < GRACE_S * 1000 - 50):
                 c.violate(f"round {s.round}", [Violation(
                     "grace", s.ledger_id,
                     f"{s.kind} request (reason {request.reason.value}) acked still-in-use "
@@ -729,7 +1119,7 @@ def test_randomized_interleavings_never_delete_a_referenced_ledger_nor_leak(
     schemas = build_pool(c, random.Random(f"{SEED}/setup"))
     with pytest.raises(TrimRefused):
         trim(c.admin, STATIC, lambda requests: ["never"] * len(requests), offline=True)
-    c.publisher.prepare(*c.topics.partition_topics)
+    c.publisher.prepare(*c.topics.partition_topics, c.topics.retry)
     c.daemon.start()
     assert c.daemon.worker is not None
     c.daemon.worker.on_settled = lambda s: c.settled.append((s, time.time()))
@@ -745,7 +1135,7 @@ def test_randomized_interleavings_never_delete_a_referenced_ledger_nor_leak(
             c.round = rnd
             rng = random.Random(f"{SEED}/{rnd}")
             t0 = time.monotonic()
-            orphans = grow(c, rng, rnd)
+            genuine = grow(c, rng, rnd)
             listing = {t: c.ledgers(t) for t in POOL}
             t1 = time.monotonic()
             actors: list[Callable[[], None]] = []
@@ -762,8 +1152,8 @@ def test_randomized_interleavings_never_delete_a_referenced_ledger_nor_leak(
                     rng.uniform(0, 0.012))))
             actors.append(guarded(c, "forger", forge_actor(
                 c, forged_requests(c, rng, rnd, listing, schemas), rnd, random.Random(f"{SEED}/{rnd}/forge"))))
-            if orphans:
-                actors.append(guarded(c, "orphans", orphan_actor(c, orphans, rnd)))
+            if genuine:
+                actors.append(guarded(c, "genuine", genuine_actor(c, genuine, rnd)))
             rng.shuffle(actors)
             threads = [threading.Thread(target=a, name=f"r{rnd}-{i}") for i, a in enumerate(actors)]
             for t in threads:
@@ -777,6 +1167,10 @@ def test_randomized_interleavings_never_delete_a_referenced_ledger_nor_leak(
             c.spent["grow"] += t1 - t0
             c.spent["actors"] += t2 - t1
             c.spent["checks"] += time.monotonic() - t2
+        # every pending reference lands before the drain (and long before the age guard could run out)
+        last: Genuine = []
+        land_pending(c, math.inf, last)
+        guarded(c, "genuine", genuine_actor(c, last, c.round))()
     finally:
         stop.set()
         watcher.join(10)
@@ -804,10 +1198,11 @@ def test_randomized_interleavings_never_delete_a_referenced_ledger_nor_leak(
     # ---- judge the end state
     final = observe(c, "end")
     truth = c.truth
-    c.violate("end", c.checker.deleted_only_what_left(final, truth.created_bk, truth.trimmed, truth.orphans,
+    c.violate("end", c.checker.deleted_only_what_left(final, truth.created_bk, truth.trimmed, truth.may_be_gone(),
                                                        truth.objects))
     c.violate("end", c.checker.trim_reports_match(final, truth.ever_listed, truth.trimmed))
-    c.violate("end", c.checker.no_leak(final, truth.trimmed, truth.objects, also_deleted=truth.orphans))
+    c.violate("end", c.checker.no_leak(final, truth.trimmed, truth.objects,
+                                       also_deleted=truth.orphans | set(truth.released)))
     for lid, what in truth.protected.items():
         if lid not in final.bookkeeper:
             c.violations.append(("end", Violation("1:protected-deleted", lid, f"{what} ledger deleted")))
@@ -816,13 +1211,22 @@ def test_randomized_interleavings_never_delete_a_referenced_ledger_nor_leak(
     runs = truth.trim_runs
     aborted = [r for r in runs if r.result is not None and r.result.aborted]
     deleted = truth.created_bk - final.bookkeeper
+    kind_of_payload = {x.payload: x.kind for x in truth.sent}
+    # requests held by the age guard (a young ledger nothing proves superseded), by kind
+    age_guarded = Counter(kind_of_payload.get(s.message.data, "?") for s, _ in c.settled
+                          if s.outcome.value == "reconsumed" and "minLedgerAgeSeconds" in s.action.reason)
     figures = (
         f"seed={SEED} rounds={c.round + 1}/{ROUNDS} in {rounds_s:.0f}s "
         f"(+{time.monotonic() - started - rounds_s:.0f}s drain); "
         f"requests sent={len(truth.sent)} settled={sum(len(v) for v in ends.values())} "
         f"reconsumed={sum(1 for s, _ in c.settled if s.outcome.value == 'reconsumed')}; "
         f"ledgers created={len(truth.created_bk)} trimmed={len(truth.trimmed)} deleted={len(deleted)} "
-        f"orphans={len(truth.orphans)} offloaded={len(truth.objects)}; trims={len(runs)} aborted={len(aborted)} "
+        f"orphans={len(truth.orphans)} offloaded={len(truth.objects)}; "
+        f"pending={dict(sorted(truth.pending_made.items()))} "
+        f"released={dict(sorted(Counter(truth.released.values()).items()))} "
+        f"dropped={len(truth.dropped)} forged-props={sum(1 for x in truth.sent if x.props)}; "
+        f"age-guarded={sum(age_guarded.values())} {dict(sorted(age_guarded.items()))}; "
+        f"trims={len(runs)} aborted={len(aborted)} "
         f"{dict(sorted((k, v) for k, v in stats.items() if k.startswith('trim:')))}; "
         f"resets={dict(truth.resets)}; observations={stats['observations']}; dlq={sum(dlq.values())}; "
         f"seconds spent {', '.join(f'{k}={v:.0f}' for k, v in sorted({**c.spent, **c.checker.spent}.items()))}"
@@ -837,6 +1241,10 @@ def test_randomized_interleavings_never_delete_a_referenced_ledger_nor_leak(
     assert aborted, f"seed {SEED}: no trim was aborted by a cursor reset"
     assert by_kind[("trim-unwritten", "still_in_use")], f"seed {SEED}: no unwritten trim request ended in use"
     assert truth.trimmed and deleted >= truth.trimmed
+    # ...and the issue-27 shapes: the age guard held pending ledgers' requests, released ones were deleted
+    assert sum(age_guarded[k] for k in ("pending", "pending-schema", "pending-compacted", "pending-bucket")), (
+        f"seed {SEED}: no request for a pending ledger was held by the age guard")
+    assert set(truth.released) & deleted, f"seed {SEED}: no released compacted or bucket ledger was deleted"
 
 
 # ---------------------------------------------------------------- the checker catches what it must
@@ -902,7 +1310,10 @@ class Small:
 @pytest.fixture
 def small(zk_url: str, zookeeper: ZooKeeperServer) -> Iterator[Small]:
     """A sound little cluster with every kind of reference: listed (one offloaded, one long-form id),
-    compacted, schema, cursor ledger."""
+    compacted, schema, cursor ledger, delayed-delivery bucket, and compacted ledgers hidden behind a
+    ``__compaction`` cursor that keeps its state in a cursor ledger (the one it names and an older one).
+    Ledger 41 is a bucket whose property was merged away and 13 a superseded compacted ledger: neither is
+    referenced."""
     store, bk = open_store(zk_url), open_store(f"{zookeeper.url}/bk-{uuid.uuid4().hex[:8]}")
     w = ClusterWriter(store, bk)
     w.ensure_layout()
@@ -920,6 +1331,15 @@ def small(zk_url: str, zookeeper: ZooKeeperServer) -> Iterator[Small]:
     w.bk_ledger(31, pulsar_custom_metadata(LEDGER_BACKED))
     w.managed_ledger(LEDGER_BACKED, [31])
     w.cursor(LEDGER_BACKED, "durable", Position(31, 0), cursors_ledger_id=30)
+    w.bk_ledger(40, bucket_custom_metadata(SOUND, "sub"))
+    w.bk_ledger(41, bucket_custom_metadata(SOUND, "sub"))
+    w.cursor(SOUND, "sub", Position(2, 0), cursor_properties={f"{BUCKET_PREFIX}1_3": "40", "unrelated": "41"})
+    w.bk_ledger(13, compacted_custom_metadata(SOUND))  # superseded by 10: nothing references it
+    for lid in (11, 12):
+        w.bk_ledger(lid, compacted_custom_metadata(LEDGER_BACKED))
+    w.bk_ledger(32, pulsar_custom_metadata(LEDGER_BACKED, "__compaction"))
+    w.cursor(LEDGER_BACKED, "__compaction", Position(31, 0), cursors_ledger_id=32,
+             properties={"CompactedTopicLedger": 12})
     objects = {"8f000000-0000-0000-0000-000000000000-ledger-1"}  # unrelated: must be ignored
     offloaded = {1: offloaded_keys_upstream(1, -7, 9)}
     objects |= set(offloaded[1])
@@ -936,24 +1356,30 @@ def offloaded_keys_upstream(ledger_id: int, msb: int, lsb: int) -> tuple[str, st
     return (f"{u}-ledger-{ledger_id}", f"{u}-ledger-{ledger_id}-index")
 
 
-ALL = {1, 2, 3, LONG_ID, 10, 20, 30, 31}
+ALL = {1, 2, 3, LONG_ID, 10, 11, 12, 20, 30, 31, 32, 40}
+UNREFERENCED = {13, 41}
 
 
 def test_checker_reads_every_reference_and_finds_a_sound_cluster_sound(small: Small) -> None:
     snap = small.checker.snapshot()
-    assert snap.bookkeeper == ALL  # both hierarchical path forms found by listing
+    assert snap.bookkeeper == ALL | UNREFERENCED  # both hierarchical path forms found by listing
     assert set(snap.references) == ALL
     assert any("compacted" in r for r in snap.references[10]) and any("schema" in r for r in snap.references[20])
     assert any("cursor ledger" in r for r in snap.references[30])
+    assert any("delayed-delivery bucket" in r for r in snap.references[40])
+    assert all(any("keeps its state in a cursor ledger" in r for r in snap.references[lid]) for lid in (11, 12))
     assert snap.offload_keys == small.offloaded
     assert small.checker.referenced_present(snap, ALL, small.objects) == []
     assert small.checker.deleted_only_what_left(snap, ALL, set(), set(), small.offloaded) == []
     assert small.checker.trim_reports_match(snap, {1, 2, 3, LONG_ID, 31}, set()) == []
+    assert small.checker.deleted_only_what_left(snap, ALL | UNREFERENCED, set(), set()) == []
 
 
-@pytest.mark.parametrize("victim", [2, LONG_ID, 10, 20, 30], ids=["listed", "long-id", "compacted", "schema",
-                                                                   "cursor-ledger"])
+@pytest.mark.parametrize("victim", [2, LONG_ID, 10, 20, 30, 40, 11, 12],
+                         ids=["listed", "long-id", "compacted", "schema", "cursor-ledger", "bucket",
+                              "hidden-compacted-older", "hidden-compacted-named"])
 def test_checker_reports_a_referenced_ledger_deleted_behind_its_back(small: Small, victim: int) -> None:
+    small.checker.snapshot()  # the checker learns each ledger's kind the first time it sees it listed
     small.bk.delete(_bk_path(victim), -2)
     snap = small.checker.snapshot()
     [v] = small.checker.referenced_present(snap, ALL, small.objects)
@@ -962,6 +1388,19 @@ def test_checker_reports_a_referenced_ledger_deleted_behind_its_back(small: Smal
     assert (strong.invariant, strong.ledger_id) == ("1:deleted-but-never-trimmed", victim)
     # ...and a ledger deleted before it was known to exist is not judged by the live form
     assert small.checker.referenced_present(snap, ALL - {victim}, small.objects) == []
+
+
+def test_checker_allows_unreferenced_buckets_and_compacted_ledgers_to_go_and_reads_bad_bucket_properties(
+        small: Small) -> None:
+    for lid in UNREFERENCED:
+        small.bk.delete(_bk_path(lid), -2)
+    snap = small.checker.snapshot()
+    assert small.checker.referenced_present(snap, ALL | UNREFERENCED, small.objects) == []
+    assert small.checker.deleted_only_what_left(snap, ALL | UNREFERENCED, set(), UNREFERENCED) == []
+    # a bucket property that names no ledger hides what it references: reported, never read as "none"
+    small.writer.cursor(SOUND, "sub", Position(2, 0), cursor_properties={f"{BUCKET_PREFIX}1_3": "forty"})
+    [v] = small.checker.referenced_present(small.checker.snapshot(), ALL, small.objects)
+    assert v.invariant == "metadata-unreadable" and "names no ledger" in v.detail
 
 
 def test_checker_reports_an_offloaded_copy_deleted_while_listed(small: Small) -> None:
