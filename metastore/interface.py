@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
 #: ``expected_version`` for :meth:`MetadataStore.put`: create, fail if the node exists.
 ABSENT: Final = -1
 #: ``expected_version`` for :meth:`MetadataStore.put`/``delete``: whatever version is there.
@@ -32,6 +34,8 @@ ANY: Final = -2
 #: report as a connection loss rather than a size error.  We keep headroom for
 #: the path and request framing.
 DEFAULT_MAX_REQUEST_BYTES: Final = 1_048_575 - 8 * 1024
+#: Tries of the read that resolves a lost delete reply (waits 0.2, 0.4, 0.8, 1.6 s: a reconnect).
+REREAD_ATTEMPTS: Final = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,9 +79,28 @@ class NodeDeleteOutcome(StrEnum):
     """What happened to one metadata node of a batched delete."""
 
     DELETED = "deleted"
-    ABSENT = "absent"  # already gone: success for an idempotent deleter
+    #: our delete's reply was lost, and a re-read found the node gone together with every other node
+    #: of its atomic batch: taken as ours (see :meth:`MetadataStore.delete_many` for what that proves)
+    DELETED_REPLY_LOST = "deleted_reply_lost"
+    ABSENT = "absent"  # already gone (not by us): success for an idempotent deleter
     BAD_VERSION = "bad_version"  # changed since verified: must not be deleted
     NOT_EMPTY = "not_empty"
+    #: sent, reply lost, and the store did not answer the re-read: maybe applied; re-verify later
+    UNKNOWN = "unknown"
+    #: not deleted, provably: never sent (store unavailable), or sent, not applied and not yet sent again
+    UNAVAILABLE = "unavailable"
+
+
+class BatchFate(StrEnum):
+    """What became of one atomic delete multi-op, as its reply (or the lack of one) says."""
+
+    APPLIED = "applied"
+    REFUSED = "refused"  # answered with a failed step: nothing applied
+    UNKNOWN = "unknown"  # sent and no reply (connection lost, timeout): applied or not
+    NOT_SENT = "not_sent"  # the store was unavailable before it was sent: nothing applied
+
+#: Rounds of "send what is provably not deleted, re-read what is in doubt" in one ``delete_many``.
+DELETE_ROUNDS: Final = 3
 
 
 class MetadataStoreError(Exception):
@@ -105,7 +128,15 @@ class RequestTooLargeError(MetadataStoreError):
 
 
 class MetadataStoreUnavailable(MetadataStoreError):
-    """The store cannot be reached or the session was lost: transient, retry later."""
+    """The store cannot be reached or the session was lost: transient, retry later.
+
+    For a write, this alone does not say whether it was applied (its reply may be what was lost);
+    :class:`NotSentError` does."""
+
+
+class NotSentError(MetadataStoreUnavailable):
+    """The store was unavailable and the request was provably not applied (never sent, or rolled
+    back): repeating it is safe."""
 
 
 class MultiOpError(MetadataStoreError):
@@ -178,32 +209,111 @@ class MetadataStore(abc.ABC):
         """Delete each ``(path, version)``, batched into multi-ops of at most ``batch_size``.
 
         A batch is tried atomically first (one round trip for the common case
-        where every node is as verified); if it fails, its nodes are retried one
+        where every node is as verified); if it is refused, its nodes are tried one
         by one so that one changed node neither blocks nor drags down the rest.
-        Each node ends with an outcome; none is deleted at another version.
+        Each node ends with an outcome; none is deleted at another version.  Never
+        raises for an unavailable store: every node says what became of it.
+
+        A write whose reply was lost is never repeated blindly (as kazoo's lock
+        recipe, it is resolved by reading back).  What a re-read can prove, per
+        batch in doubt (the session's requests are applied in order, so a read sent
+        after the multi sees its effect if it had any):
+
+        * some node of the batch is still there: the multi, being atomic, was **not**
+          applied.  A node still at its verified version is sent again (only it, in
+          the next round); one at another version is ``BAD_VERSION``; one gone was
+          deleted by someone else: ``ABSENT``.
+        * every node of the batch is gone: ``DELETED_REPLY_LOST``.  Not a proof that
+          we deleted them: whoever else deletes ledger znodes (a broker deleting its
+          own ledger, another daemon holding a redelivered copy of the request) could
+          have removed every one of them between our verification and the re-read.
+          It is taken as ours because our delete, at the verified version, was sent
+          and would have removed exactly this; the caller records the caveat.
+        * the store does not answer the re-read: ``UNKNOWN`` (re-verify later).
+
+        What is still provably not deleted after ``DELETE_ROUNDS`` is ``UNAVAILABLE``.
         """
         outcomes: dict[str, NodeDeleteOutcome] = {}
-        batches = list(_batches(targets, batch_size, self.max_request_bytes))
-        for batch, applied in zip(batches, self._delete_batches(batches), strict=True):
-            if applied:
-                outcomes.update((p, NodeDeleteOutcome.DELETED) for p, _ in batch)
-            else:
-                for path, version in batch:
-                    outcomes[path] = self._delete_one(path, version)
+        todo = list(targets)
+        for _ in range(DELETE_ROUNDS):
+            if not todo:
+                break
+            in_doubt: list[list[tuple[str, int]]] = []
+            batches = list(_batches(todo, batch_size, self.max_request_bytes))
+            for batch, fate in zip(batches, self._delete_batches(batches), strict=True):
+                if fate == BatchFate.APPLIED:
+                    outcomes.update((p, NodeDeleteOutcome.DELETED) for p, _ in batch)
+                elif fate == BatchFate.UNKNOWN:
+                    in_doubt.append(batch)
+                elif fate == BatchFate.NOT_SENT:
+                    outcomes.update((p, NodeDeleteOutcome.UNAVAILABLE) for p, _ in batch)
+                else:
+                    for path, version in batch:
+                        one = self._delete_one(path, version)
+                        if one == NodeDeleteOutcome.UNKNOWN:
+                            in_doubt.append([(path, version)])
+                        else:
+                            outcomes[path] = one
+            settled, todo = self._settle_in_doubt(in_doubt)
+            outcomes.update(settled)
+        outcomes.update((p, NodeDeleteOutcome.UNAVAILABLE) for p, _ in todo)
         return outcomes
 
-    def _delete_batches(self, batches: Sequence[Sequence[tuple[str, int]]]) -> list[bool]:
-        """Whether each batch's atomic delete was applied; ZooKeeper overrides this to keep
-        several in flight (its log then syncs them together)."""
-        applied = []
+    def _settle_in_doubt(
+        self, batches: Sequence[Sequence[tuple[str, int]]]
+    ) -> tuple[dict[str, NodeDeleteOutcome], list[tuple[str, int]]]:
+        """Re-read the nodes of batches whose reply was lost: each node's outcome, and what to send again."""
+        if not batches:
+            return {}, []
+        paths = [p for batch in batches for p, _ in batch]
+        try:
+            nodes = self._reread(paths)
+        except MetadataStoreUnavailable:
+            return {p: NodeDeleteOutcome.UNKNOWN for p in paths}, []
+        settled: dict[str, NodeDeleteOutcome] = {}
+        again: list[tuple[str, int]] = []
+        for batch in batches:
+            if all(nodes[p] is None for p, _ in batch):
+                settled.update((p, NodeDeleteOutcome.DELETED_REPLY_LOST) for p, _ in batch)
+                continue
+            for path, version in batch:  # not applied: some node of it is still there
+                node = nodes[path]
+                if node is None:
+                    settled[path] = NodeDeleteOutcome.ABSENT
+                elif node.version == version:
+                    again.append((path, version))
+                else:
+                    settled[path] = NodeDeleteOutcome.BAD_VERSION
+        return settled, again
+
+    def _reread(self, paths: Sequence[str]) -> dict[str, Node | None]:
+        """Read back nodes whose delete is in doubt, waiting a few seconds for the store to come back.
+        ZooKeeper first syncs, so that a server the session moved to has seen every write the
+        session made before (a multi applied by the leader must not be read as "still there")."""
+        attempts = Retrying(stop=stop_after_attempt(REREAD_ATTEMPTS), wait=wait_exponential(multiplier=0.2, max=2),
+                            retry=retry_if_exception_type(MetadataStoreUnavailable), reraise=True)
+        return attempts(self._read_after_writes, paths)
+
+    def _read_after_writes(self, paths: Sequence[str]) -> dict[str, Node | None]:
+        """``get_many``, seeing every write this client made before; backends with lagging replicas override."""
+        return self.get_many(paths)
+
+    def _delete_batches(self, batches: Sequence[Sequence[tuple[str, int]]]) -> list[BatchFate]:
+        """What became of each batch's atomic delete; ZooKeeper overrides this to keep several in
+        flight (its log then syncs them together)."""
+        fates = []
         for batch in batches:
             try:
                 self.multi([Delete(p, v) for p, v in batch])
             except MultiOpError:
-                applied.append(False)
+                fates.append(BatchFate.REFUSED)
+            except NotSentError:
+                fates.append(BatchFate.NOT_SENT)
+            except MetadataStoreUnavailable:
+                fates.append(BatchFate.UNKNOWN)
             else:
-                applied.append(True)
-        return applied
+                fates.append(BatchFate.APPLIED)
+        return fates
 
     def _delete_one(self, path: str, version: int) -> NodeDeleteOutcome:
         try:
@@ -214,6 +324,10 @@ class MetadataStore(abc.ABC):
             return NodeDeleteOutcome.BAD_VERSION
         except NotEmptyError:
             return NodeDeleteOutcome.NOT_EMPTY
+        except NotSentError:
+            return NodeDeleteOutcome.UNAVAILABLE
+        except MetadataStoreUnavailable:
+            return NodeDeleteOutcome.UNKNOWN
         return NodeDeleteOutcome.DELETED
 
     def walk(self, path: str) -> Iterator[str]:

@@ -4,7 +4,9 @@ The embedded mode and the tests need the same versions, CAS and atomic
 multi-ops as ZooKeeper so that the protocol code cannot tell them apart.  Every
 write runs in a ``BEGIN IMMEDIATE`` transaction (SQLite's writer lock), so
 several threads and several processes can share one file; WAL mode lets
-readers proceed while one writer holds the lock.
+readers proceed while one writer holds the lock.  A write either commits or is
+rolled back before the call returns, so an unavailable store (busy past the
+timeout, I/O error) is always :class:`NotSentError`: nothing applied.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from metastore.interface import (
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
+    NotSentError,
     Op,
     Put,
     parent_of,
@@ -113,7 +116,10 @@ class SqliteMetadataStore(MetadataStore):
             validate_path(op.path)
         self.check_request_size(ops)
         with self._lock:
-            self._q("BEGIN IMMEDIATE")
+            try:
+                self._q("BEGIN IMMEDIATE")
+            except MetadataStoreUnavailable as e:
+                raise NotSentError(str(e)) from e
             try:
                 results = []
                 for i, op in enumerate(ops):
@@ -123,10 +129,13 @@ class SqliteMetadataStore(MetadataStore):
                         if atomic_error:
                             raise MultiOpError(i, op, e) from e
                         raise
-            except BaseException:
-                self._conn.execute("ROLLBACK")
+                self._q("COMMIT")  # inside: a failed commit is rolled back, never left open
+            except BaseException as e:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                if isinstance(e, MetadataStoreUnavailable):  # a write here either commits or is rolled back
+                    raise NotSentError(str(e)) from e
                 raise
-            self._q("COMMIT")
             return results
 
     def _apply(self, op: Op) -> int | None:

@@ -7,11 +7,14 @@ retry it forever.  Every write is measured first and refused with
 :class:`RequestTooLargeError`; batched deletes are split to stay under it.
 
 Connection and session losses become :class:`MetadataStoreUnavailable`
-(transient).  Every request is tried once: retrying is the callers' decision
+(transient); :class:`NotSentError` when the request was refused before it was
+queued (not connected), so a caller knows it was not applied.  Every request
+is tried once: retrying is the callers' decision
 (:mod:`metastore.retry` for reads), made in one layer — a store that also
 retried multiplied its callers' tries.  Writes are never worth retrying here
 anyway: a write whose reply was lost may have been applied, and only the
-caller can decide (by re-reading) what to do.
+caller can decide (by re-reading) what to do; ``delete_many`` does so
+(:meth:`MetadataStore.delete_many`), syncing before it reads back.
 
 Why ``get_many`` uses multi-reads (:mod:`metastore.zookeeper_multiread`): kazoo
 costs ~250 µs of client CPU per request, so reading a cluster's ledger znodes one
@@ -40,6 +43,7 @@ from metastore.interface import (
     ABSENT,
     ANY,
     BadVersionError,
+    BatchFate,
     CheckVersion,
     Delete,
     MetadataStore,
@@ -50,6 +54,7 @@ from metastore.interface import (
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
+    NotSentError,
     Op,
     Put,
     parent_of,
@@ -126,7 +131,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         Not connected (e.g. mid-reconnect) fails at once, as ``ConnectionLoss``.
         """
         if self._client.state != KazooState.CONNECTED:
-            raise kx.ConnectionLoss("not connected to ZooKeeper")
+            raise _NotConnected("not connected to ZooKeeper")
         return fn_async(*args, **kwargs).get(timeout=self._op_timeout_s)
 
     # ---- reads
@@ -396,27 +401,44 @@ class ZooKeeperMetadataStore(MetadataStore):
                 tx.set_data(op.path, op.data, op.expected_version)
         return tx
 
-    def _delete_batches(self, batches: Sequence[Sequence[tuple[str, int]]]) -> list[bool]:
+    def _delete_batches(self, batches: Sequence[Sequence[tuple[str, int]]]) -> list[BatchFate]:
         """Up to ``DELETE_MULTIS_IN_FLIGHT`` delete multis sent before the first reply is awaited.
 
         One at a time, each multi waited for its own log sync; in flight together,
-        ZooKeeper syncs them as one group.  Each is still atomic on its own, and a
-        lost connection raises as one multi would (the caller re-verifies later)."""
-        applied: list[bool] = []
+        ZooKeeper syncs them as one group.  Each is still atomic on its own.  A multi
+        not sent (not connected) is ``NOT_SENT``; one sent whose reply never came
+        (connection lost, timeout) is ``UNKNOWN``, for ``delete_many`` to read back."""
+        fates: list[BatchFate] = []
         pending: deque[Any] = deque()
         for i, batch in enumerate(batches):
-            pending.append(self._transaction([Delete(p, v) for p, v in batch]).commit_async())
+            if self._client.state != KazooState.CONNECTED:
+                pending.append(None)
+            else:
+                pending.append(self._transaction([Delete(p, v) for p, v in batch]).commit_async())
             if len(pending) >= DELETE_MULTIS_IN_FLIGHT or i == len(batches) - 1:
                 while pending:
-                    applied.append(self._await_deletes(pending.popleft()))
-        return applied
+                    fates.append(self._await_deletes(pending.popleft()))
+        return fates
 
-    def _await_deletes(self, reply: Any) -> bool:  # noqa: ANN401 - kazoo's IAsyncResult is untyped
+    def _await_deletes(self, reply: Any) -> BatchFate:  # noqa: ANN401 - kazoo's IAsyncResult is untyped
+        if reply is None:
+            return BatchFate.NOT_SENT
         try:
             results = reply.get(timeout=self._op_timeout_s)
         except (kx.KazooException, KazooTimeoutError) as e:
-            raise _map(e, "multi-op") from e
-        return not any(isinstance(r, Exception) for r in results)
+            _log.warning("a delete multi-op's reply was lost (%s): reading its nodes back", _describe(e))
+            return BatchFate.UNKNOWN
+        return BatchFate.REFUSED if any(isinstance(r, Exception) for r in results) else BatchFate.APPLIED
+
+    def _read_after_writes(self, paths: Sequence[str]) -> dict[str, Node | None]:
+        """A ``sync`` first: the server this session now talks to has then applied every write the
+        leader committed before it, our lost multi included (a write of the session's old connection
+        that reaches the leader after the session moved is refused: ZooKeeper's session-moved check)."""
+        try:
+            self._call(self._client.sync_async, "/")
+        except (kx.KazooException, KazooTimeoutError) as e:
+            raise _map(e, "sync") from e
+        return self.get_many(paths)
 
     def close(self) -> None:
         try:
@@ -475,7 +497,13 @@ def _describe(e: BaseException) -> str:
     return type(e).__name__ + (f": {e}" if str(e) else "")
 
 
+class _NotConnected(kx.ConnectionLoss):
+    """Refused by this store before the request was queued: it never reached the server."""
+
+
 def _map(e: BaseException, path: str) -> MetadataStoreError:
+    if isinstance(e, _NotConnected):
+        return NotSentError(f"ZooKeeper unavailable while accessing {path}: not connected (nothing sent)")
     if isinstance(e, kx.NoNodeError):
         return NoNodeError(f"{path} does not exist")
     if isinstance(e, kx.NodeExistsError):

@@ -63,25 +63,26 @@ def test_a_writer_never_repairs_a_removed_anchor(tmp_path: Path) -> None:
     _cut(tmp_path, 9)
     (trail.audit_dir(tmp_path) / trail.ANCHOR).unlink()
     later = fill(tmp_path, 3, start=100)
-    assert later.anchor_damage is not None and "although the trail holds records" in later.anchor_damage
     verdict = verify(later.directory)
     assert verdict.records == 12 and verdict.broken is not None, "the writer healed the anchor over the cut"
+    assert later.anchor_damage is not None and "although the trail holds records" in later.anchor_damage
 
 
 def test_records_cut_off_with_the_anchor_ahead_stay_broken_after_a_restart(tmp_path: Path) -> None:
     fill(tmp_path, 12)
     _cut(tmp_path, 9)
     later = fill(tmp_path, 5, start=100)  # the anchor named seq 12; the trail now ends at seq 14
-    assert later.anchor_damage is not None and "past the trail's end" in later.anchor_damage
     verdict = verify(later.directory)
     assert verdict.broken is not None, "the anchor was rewritten over the cut"
+    assert later.anchor_damage is not None and "past the trail's end" in later.anchor_damage
 
 
 def test_a_new_trail_is_anchored_before_its_first_record(tmp_path: Path) -> None:
     """Why an empty anchor is a break: the writer puts the first one (seq 0) in place, durably, first."""
     writer = AuditWriter(trail.audit_dir(tmp_path), sync_interval_s=3600)  # the flusher waits: nothing synced
     writer.write(entry(1))
-    assert trail.read_anchor(writer.directory) == trail.GENESIS
+    first = trail.read_anchor(writer.directory)
+    assert first is not None and (first.seq, first.hash) == (0, ""), f"no anchor before the first record: {first}"
     assert verify(writer.directory).whole  # a lagging anchor (a crash before the first sync) is no break
     writer.close()
     assert trail.read_anchor(writer.directory).seq == 1
@@ -119,11 +120,11 @@ def test_verify_checks_the_files_against_the_topic_copy(data_dir: Path, tmp_path
     assert all(r["request"]["topicName"] == TOPIC for r in original)
 
     _rechain(data_dir, original[:6])  # seq 7 and 8 cut off, the anchor fixed up to name seq 6
-    code, out = _verify(data_dir, "--files-only")
-    assert code == 0 and "checked: files only" in out, out  # the files alone cannot tell
     code, out = _verify(data_dir, *TOPIC_ON)
     assert code == 1, f"the topic copy was not checked: {out}"
     assert "the topic copy has seq 7, 8 that the files do not" in out and f"files + topic {AUDIT_TOPIC}" in out, out
+    code, out = _verify(data_dir, "--files-only")
+    assert code == 0 and "checked: files only" in out, out  # the files alone cannot tell
 
     edited = [dict(r) for r in original]
     edited[3]["reason"] = "nothing to see here"

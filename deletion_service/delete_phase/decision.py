@@ -234,7 +234,7 @@ def settle_delete(action: Action, result: DeleteResult, attempts: int, policy: P
     assert action.verdict in (Verdict.DELETE_BOOKKEEPER, Verdict.DELETE_OFFLOAD)
     match result.status:
         case DeleteStatus.DELETED:
-            return Action(action.verdict, "deleted")
+            return Action(action.verdict, f"deleted ({result.detail})" if result.detail else "deleted")
         case DeleteStatus.ABSENT:
             return Action(Verdict.ACK_ABSENT, "absent")
         case DeleteStatus.DRY_RUN:

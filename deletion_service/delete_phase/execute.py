@@ -5,6 +5,17 @@ hundred ledgers), each znode removed only at the version that was verified,
 so a ledger whose metadata changed in between is left alone and re-verified
 later.  Offloaded copies are deleted through their offloader; every step is
 idempotent (an object already gone is success).
+
+Never a blind repeat of a delete whose outcome is unknown: a batch applied
+whose reply was lost, sent again whole, would find its znodes gone and record
+"absent" for ledgers this daemon deleted.  The store reads back what is in
+doubt (``MetadataStore.delete_many``); here only the znodes provably not
+deleted (never sent) are tried again, and a znode gone on re-read is recorded
+as deleted with that caveat, as the store's docstring argues.  Offloaded
+objects likewise: S3 deletes are unconditional, so a retry after a failed try
+is safe, but an object present before the first try and reported absent by the
+last one was deleted by the try whose answer was lost: recorded as deleted, with
+the same caveat, not as "absent".
 """
 
 from __future__ import annotations
@@ -19,7 +30,7 @@ from deletion_service.delete_phase.decision import Action, Verdict
 from deletion_service.delete_phase.facts import DeleteResult, DeleteStatus, Facts, OffloadObject
 from deletion_service.delete_phase.gather import TRANSIENT, in_parallel, in_process_retry
 from deletion_service.failpoints import failpoint
-from metastore.interface import MetadataStore, NodeDeleteOutcome
+from metastore.interface import MetadataStore, MetadataStoreUnavailable, NodeDeleteOutcome
 from offloaders.interface import (
     ObjectDeleteOutcome,
     Offloader,
@@ -101,9 +112,7 @@ class Executor:
         unique = list(dict.fromkeys(targets))
         self.limiter.acquire(len(unique))
         try:
-            outcomes = self.retry()(self.bk_store.delete_many, unique)
-        except TRANSIENT as e:
-            return [DeleteResult(DeleteStatus.TRANSIENT, str(e))] * len(targets)
+            outcomes = self._delete_znodes(unique)
         except Exception as e:  # noqa: BLE001 - a surprise stays a per-request failure, never a lost batch
             return [DeleteResult(DeleteStatus.TRANSIENT, f"{type(e).__name__}: {e}")] * len(targets)
         results, seen = [], set()
@@ -114,23 +123,55 @@ class Executor:
             seen.add(path)
         return results
 
+    def _delete_znodes(self, targets: list[tuple[str, int]]) -> dict[str, NodeDeleteOutcome]:
+        """``delete_many``, then again (with the in-process backoff) for only the znodes it says were
+        provably not deleted (``UNAVAILABLE``); one whose outcome is in doubt is never sent again here."""
+        outcomes: dict[str, NodeDeleteOutcome] = {}
+        todo = targets
+        try:
+            for attempt in self.retry():
+                with attempt:
+                    got = self.bk_store.delete_many(todo)
+                    outcomes.update(got)
+                    todo = [t for t in todo if got[t[0]] == NodeDeleteOutcome.UNAVAILABLE]
+                    if todo:
+                        raise MetadataStoreUnavailable(f"{len(todo)} ledger znode(s) not deleted: the metadata "
+                                                       "store is unavailable")
+        except TRANSIENT:
+            pass  # what is left says UNAVAILABLE: re-verified when the request comes back
+        return outcomes
+
     def _delete_offload(self, facts: Facts) -> DeleteResult:
         off = facts.offload
         assert off is not None and off.target is not None
         self.limiter.acquire()
+        failed_tries: list[OffloadTransientError] = []
+
+        def delete_all(offloader: Offloader) -> dict[str, ObjectDeleteOutcome]:
+            try:
+                return offloader.delete_all(off.target)
+            except OffloadTransientError as e:
+                failed_tries.append(e)  # its deletes may have been applied: their replies are what failed
+                raise
+
         try:
             offloader = offloader_for(off.target.driver_name, self.offload)
             sizes = self.retry()(_sizes, offloader, off.target)
-            outcomes = self.retry()(offloader.delete_all, off.target)
+            outcomes = self.retry()(delete_all, offloader)
         except OffloadTransientError as e:
             return DeleteResult(DeleteStatus.TRANSIENT, str(e))
         except OffloadError as e:  # target error, or not allowed discovered late: an operator looks
             return DeleteResult(DeleteStatus.FAILED, str(e))
         except Exception as e:  # noqa: BLE001 - a surprise from one target stays with its request
             return DeleteResult(DeleteStatus.TRANSIENT, f"{type(e).__name__}: {e}")
+        # An object present before the first try, absent for the last one after a try that failed, is
+        # taken as deleted by that try (the same caveat as a znode's lost reply: see REPLY_LOST).
+        lost = {name for name, o in outcomes.items()
+                if failed_tries and o == ObjectDeleteOutcome.ABSENT and name in sizes}
         deleted = tuple(OffloadObject(name, sizes.get(name, -1)) for name, o in outcomes.items()
-                        if o == ObjectDeleteOutcome.DELETED)
-        return DeleteResult(DeleteStatus.DELETED if deleted else DeleteStatus.ABSENT, objects=deleted)
+                        if o == ObjectDeleteOutcome.DELETED or name in lost)
+        return DeleteResult(DeleteStatus.DELETED if deleted else DeleteStatus.ABSENT,
+                            REPLY_LOST_OBJECTS.format(", ".join(sorted(lost))) if lost else "", objects=deleted)
 
 
 def _sizes(offloader: Offloader, target: OffloadTarget) -> dict[str, int]:
@@ -144,9 +185,21 @@ def _sizes(offloader: Offloader, target: OffloadTarget) -> dict[str, int]:
 
 DELETES = frozenset({Verdict.DELETE_BOOKKEEPER, Verdict.DELETE_OFFLOAD})
 
+#: The caveat a znode deleted with its reply lost carries into the audit record's reason.
+REPLY_LOST = ("reply lost; gone on re-read with every znode of its atomic batch: taken as ours, though "
+              "a deletion by another party in the meantime looks the same")
+
+REPLY_LOST_OBJECTS = ("{} gone on re-read after a delete try that failed (reply lost): taken as ours, though a "
+                      "deletion by another party in the meantime looks the same")
+
 _ZNODE_RESULTS = {
     NodeDeleteOutcome.DELETED: DeleteResult(DeleteStatus.DELETED),
+    NodeDeleteOutcome.DELETED_REPLY_LOST: DeleteResult(DeleteStatus.DELETED, REPLY_LOST),
     NodeDeleteOutcome.ABSENT: DeleteResult(DeleteStatus.ABSENT),
     NodeDeleteOutcome.BAD_VERSION: DeleteResult(DeleteStatus.BAD_VERSION),
     NodeDeleteOutcome.NOT_EMPTY: DeleteResult(DeleteStatus.FAILED, "ledger znode has children (not a ledger node?)"),
+    NodeDeleteOutcome.UNKNOWN: DeleteResult(
+        DeleteStatus.TRANSIENT, "the delete's reply was lost and the metadata store did not answer a re-read: "
+                                "re-verified later"),
+    NodeDeleteOutcome.UNAVAILABLE: DeleteResult(DeleteStatus.TRANSIENT, "metadata store unavailable: not deleted"),
 }
