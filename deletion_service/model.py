@@ -111,9 +111,52 @@ class _Wire(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True)
 
 
+def _check_location(value: dict[str, str]) -> dict[str, str]:
+    """Bucket, region and endpoint name where deletes go: a value that can never address
+    storage (whitespace in an endpoint, a bucket with a slash) is invalid, not a retry."""
+    for key in ("serviceEndpoint", "endpoint", "bucket", "region"):
+        text = value.get(key, "")
+        if any(c.isspace() for c in text):
+            raise ValueError(f"{key} {text!r} contains whitespace")
+    if "/" in value.get("bucket", ""):
+        raise ValueError(f"bucket {value['bucket']!r} contains '/'")
+    region = value.get("region", "")
+    if region and not _REGION.fullmatch(region):
+        raise ValueError(f"region {region!r} is not a storage region name (letters, digits, '-')")
+    return value
+
+
+DriverName = Annotated[Text, Field(min_length=1, max_length=64)]
+DriverMetadata = Annotated[dict[Text, Annotated[Text, Field(max_length=2048)]], AfterValidator(_check_location)]
+
+#: Segments one request may name: every one costs a HEAD and an index read, so one request must
+#: not be able to keep the offload lane busy for minutes (trim sends one request per segment).
+MAX_SEGMENTS = 1024
+
+
 class SegmentRef(_Wire):
+    """One streaming-offload segment, and optionally where it was written.
+
+    ``driverName``/``driverMetadata`` are the segment's own recorded location
+    (``OffloadSegment.driverMetadata``), which may differ from the context's: a
+    segment written after the cluster's offload settings changed.  Absent, the
+    segment lives where the context says.  Decoded as strictly as the context's
+    own, and checked against the same allow-list; an older reader ignores them,
+    which is why trim sends each segment in its own request whose context-level
+    location is the segment's (``mark_phase/pick.py``)."""
+
     uid_msb: Int64
     uid_lsb: Int64
+    driver_name: DriverName | None = None
+    driver_metadata: DriverMetadata | None = None
+
+    @model_validator(mode="after")
+    def _whole_location(self) -> SegmentRef:
+        """A location is a driver and its metadata: metadata without a driver would be read with
+        the context's driver, which is a guess, and a guess decides where "absent" is looked for."""
+        if self.driver_metadata is not None and self.driver_name is None:
+            raise ValueError("a segment's driverMetadata needs its driverName")
+        return self
 
 
 class OffloadContextRef(_Wire):
@@ -121,25 +164,9 @@ class OffloadContextRef(_Wire):
 
     uid_msb: Int64
     uid_lsb: Int64
-    driver_name: Annotated[Text, Field(min_length=1, max_length=64)]
-    driver_metadata: dict[Text, Annotated[Text, Field(max_length=2048)]] = Field(default_factory=dict)
-    segments: list[SegmentRef] = Field(default_factory=list)
-
-    @field_validator("driver_metadata")
-    @classmethod
-    def _location(cls, value: dict[str, str]) -> dict[str, str]:
-        """Bucket, region and endpoint name where deletes go: a value that can never address
-        storage (whitespace in an endpoint, a bucket with a slash) is invalid, not a retry."""
-        for key in ("serviceEndpoint", "endpoint", "bucket", "region"):
-            text = value.get(key, "")
-            if any(c.isspace() for c in text):
-                raise ValueError(f"{key} {text!r} contains whitespace")
-        if "/" in value.get("bucket", ""):
-            raise ValueError(f"bucket {value['bucket']!r} contains '/'")
-        region = value.get("region", "")
-        if region and not _REGION.fullmatch(region):
-            raise ValueError(f"region {region!r} is not a storage region name (letters, digits, '-')")
-        return value
+    driver_name: DriverName
+    driver_metadata: DriverMetadata = Field(default_factory=dict)
+    segments: list[SegmentRef] = Field(default_factory=list, max_length=MAX_SEGMENTS)
 
 
 class DeleteLedgerPayload(_Wire):

@@ -133,7 +133,8 @@ class LedgerDeletionService:
                                         self.policy, self.metrics, batch_size=batch_size(self.config),
                                         on_settled=on_settled, breakers=self.breakers(),
                                         record=self.audit.on_settled if self.audit is not None else None,
-                                        offload_lane=OffloadLane(self.pipeline, self.policy, self.gatherer.probe_for,
+                                        offload_lane=OffloadLane(self.pipeline, self.policy,
+                                                                 self.gatherer.target_breakers,
                                                                  lambda p: dispose.attempts(p.message),
                                                                  batch_size=min(100, batch_size(self.config))),
                                         guard=guard)

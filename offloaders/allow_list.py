@@ -141,3 +141,20 @@ def decide(allow: AllowList, driver: str, bucket: str | None = None, endpoint: s
             shown = endpoint or "(provider default)"
             return Decision(False, f"endpoint {shown!r} not in offloadAllowedEndpoints")
     return Decision(True, "allowed")
+
+
+def target_key(driver: str, metadata: Mapping[str, str]) -> str:
+    """One offload target's identity for its circuit breaker: driver family, endpoint, bucket
+    (``storageBasePath`` for the filesystem driver), normalised as the allow-list compares them,
+    so two spellings of one endpoint share a breaker and two buckets never do."""
+    d = normalize_driver(driver or "")
+    if d in FILESYSTEM_DRIVERS:
+        return f"filesystem {metadata.get('storageBasePath', '')}"
+    family = "s3" if d in S3_FAMILY_DRIVERS else d
+    endpoint = normalize_endpoint(metadata.get("serviceEndpoint") or metadata.get("endpoint")) or DEFAULT_ENDPOINT
+    return f"{family} {endpoint} bucket={metadata.get('bucket', '')}"
+
+
+def location_keys(locations: Iterable[tuple[str, Mapping[str, str]]]) -> list[str]:
+    """The breaker keys of (driver, metadata) locations, each once, in order."""
+    return list(dict.fromkeys(target_key(driver, metadata) for driver, metadata in locations))

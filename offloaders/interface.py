@@ -158,14 +158,21 @@ def parse_object_name(name: str) -> ObjectName:
 
 @dataclass(frozen=True, slots=True)
 class SegmentRef:
-    """One streaming-offload segment (``OffloadContext.offloadSegment``)."""
+    """One streaming-offload segment (``OffloadContext.offloadSegment``).
+
+    ``driver_name``/``driver_metadata``: the segment's own recorded location
+    (``OffloadSegment.driverMetadata``), None when it lives where its context says."""
 
     uid_msb: int
     uid_lsb: int
+    driver_name: str | None = None
+    driver_metadata: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
         _check_int64("segment uidMsb", self.uid_msb)
         _check_int64("segment uidLsb", self.uid_lsb)
+        if self.driver_metadata is not None:
+            object.__setattr__(self, "driver_metadata", dict(self.driver_metadata))
 
     @property
     def uuid(self) -> str:
@@ -180,6 +187,10 @@ class OffloadTarget:
     ``managed_ledger_name`` (``tenant/ns/persistent/<encoded topic>``) is optional
     for the S3 family (used only to verify the index) but required by the
     filesystem driver, whose upstream layout puts it in the path.
+
+    Each part of the copy is read, verified and deleted where it was written:
+    the per-ledger objects at the context's location, each segment's at its own
+    (:meth:`location_of`).  "Absent" is only ever concluded where the data went.
     """
 
     driver_name: str
@@ -208,14 +219,45 @@ class OffloadTarget:
         """False for a streaming-only context whose per-ledger UUID was never set."""
         return not (self.segments and self.uid_msb == 0 and self.uid_lsb == 0)
 
+    @property
+    def own_location(self) -> StorageLocation:
+        """The context's location: the per-ledger objects', and every segment's without its own."""
+        return StorageLocation(self.driver_name, self.driver_metadata)
+
+    def segment_location(self, segment: SegmentRef) -> StorageLocation:
+        if segment.driver_name is None:
+            return self.own_location
+        return StorageLocation(segment.driver_name, segment.driver_metadata or {})
+
+    def locations(self) -> list[StorageLocation]:
+        """Every distinct location this target's objects are read from or deleted at (the
+        allow-list judges each; a part the request does not name is not located)."""
+        out = [self.own_location] if self.has_ledger_uuid else []
+        out += [self.segment_location(seg) for seg in self.segments]
+        return list(dict.fromkeys(out)) or [self.own_location]
+
+    def location_of(self, name: str) -> StorageLocation:
+        """Where the object ``name`` (one of :meth:`Offloader.object_names`) lives."""
+        for seg in self.segments:
+            if seg.driver_name is not None and name in (seg.uuid, segment_index_name(seg.uuid)):
+                return self.segment_location(seg)
+        return self.own_location
+
+    def only(self, segments: Iterable[SegmentRef], ledger_part: bool) -> OffloadTarget:
+        """The same target narrowed to some of its parts (for verifying or deleting them alone)."""
+        keep = tuple(segments)
+        msb, lsb = (self.uid_msb, self.uid_lsb) if ledger_part else (0, 0)
+        return OffloadTarget(self.driver_name, self.driver_metadata, msb, lsb, self.ledger_id, keep,
+                             self.managed_ledger_name)
+
     @classmethod
     def from_offload_context(cls, ledger_id: int, context: Mapping[str, Any],
                              managed_ledger_name: str | None = None) -> OffloadTarget:
         """Build from the message's ``offloadContext`` JSON object
-        (``uidMsb``, ``uidLsb``, ``driverName``, ``driverMetadata``, ``segments``)."""
+        (``uidMsb``, ``uidLsb``, ``driverName``, ``driverMetadata``, ``segments`` with each
+        segment's optional ``driverName``/``driverMetadata``)."""
         try:
-            segments = tuple(SegmentRef(int(s["uidMsb"]), int(s["uidLsb"]))
-                             for s in context.get("segments") or ())
+            segments = tuple(_segment_of(s) for s in context.get("segments") or ())
             return cls(
                 driver_name=str(context["driverName"]),
                 driver_metadata={str(k): str(v) for k, v in (context.get("driverMetadata") or {}).items()},
@@ -227,6 +269,15 @@ class OffloadTarget:
             )
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"invalid offloadContext: {e}") from e
+
+
+def _segment_of(s: Mapping[str, Any]) -> SegmentRef:
+    driver = s.get("driverName")
+    metadata = s.get("driverMetadata")
+    if driver is None and metadata is not None:
+        raise ValueError("a segment's driverMetadata needs its driverName")
+    return SegmentRef(int(s["uidMsb"]), int(s["uidLsb"]), None if driver is None else str(driver),
+                      None if driver is None else {str(k): str(v) for k, v in (metadata or {}).items()})
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +293,9 @@ class StorageLocation:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "driver_metadata", dict(self.driver_metadata))
+
+    def __hash__(self) -> int:  # a dict is not hashable: the location is its driver and sorted metadata
+        return hash((self.driver_name, tuple(sorted(self.driver_metadata.items()))))
 
 
 #: What the allow-list and a backend's addressing read: a target, or a bare location.

@@ -134,12 +134,14 @@ class S3Offloader(Offloader):
         return bucket, region, endpoint
 
     def check_allowed(self, target: Located) -> None:
-        if target.driver_name.strip().lower() not in self.driver_names:
-            raise OffloadNotAllowedError(f"driver {target.driver_name!r} is not served by the S3 offloader")
-        bucket, _region, endpoint = self.location(target)
-        decision = decide(self.allow, target.driver_name, bucket, endpoint)
-        if not decision:
-            raise OffloadNotAllowedError(decision.reason)
+        """Every location the target reads or deletes at (the context's, each segment's own)."""
+        for where in target.locations() if isinstance(target, OffloadTarget) else [target]:
+            if where.driver_name.strip().lower() not in self.driver_names:
+                raise OffloadNotAllowedError(f"driver {where.driver_name!r} is not served by the S3 offloader")
+            bucket, _region, endpoint = self.location(where)
+            decision = decide(self.allow, where.driver_name, bucket, endpoint)
+            if not decision:
+                raise OffloadNotAllowedError(decision.reason)
 
     def _client(self, target: Located) -> tuple[Any, str]:
         bucket, region, endpoint = self.location(target)
@@ -174,7 +176,7 @@ class S3Offloader(Offloader):
 
     def head(self, target: OffloadTarget, name: str) -> ObjectHead | None:
         self.check_allowed(target)
-        client, bucket = self._client(target)
+        client, bucket = self._client(target.location_of(name))
         try:
             r = client.head_object(Bucket=bucket, Key=name)
         except ClientError as e:
@@ -206,7 +208,7 @@ class S3Offloader(Offloader):
             raise map_client_error(e, f"HEAD bucket s3://{bucket}") from e
 
     def _read(self, target: OffloadTarget, name: str) -> tuple[bytes, dict[str, str]] | None:
-        client, bucket = self._client(target)
+        client, bucket = self._client(target.location_of(name))
         what = f"GET s3://{bucket}/{name}"
         try:
             r = client.get_object(Bucket=bucket, Key=name)
@@ -226,7 +228,6 @@ class S3Offloader(Offloader):
         how we tell), then delete the present ones: data objects before index
         objects, so an interrupted deletion still leaves an index to verify."""
         self.check_allowed(target)
-        client, bucket = self._client(target)
         outcomes: dict[str, ObjectDeleteOutcome] = {}
         present: list[str] = []
         for name in unique(names):
@@ -237,8 +238,13 @@ class S3Offloader(Offloader):
         data = [n for n in present if not n.endswith("-index")]
         index = [n for n in present if n.endswith("-index")]
         for group in (data, index):
-            for batch in chunks(group):
-                outcomes.update(self._delete_batch(client, bucket, batch))
+            by_location: dict[StorageLocation, list[str]] = {}
+            for name in group:  # each object where it was written (a segment may have its own location)
+                by_location.setdefault(target.location_of(name), []).append(name)
+            for where, located in by_location.items():
+                client, bucket = self._client(where)
+                for batch in chunks(located):
+                    outcomes.update(self._delete_batch(client, bucket, batch))
         return {n: outcomes[n] for n in unique(names)}
 
     def _delete_batch(self, client: Any, bucket: str, batch: Sequence[str]) -> dict[str, ObjectDeleteOutcome]:

@@ -22,7 +22,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 _log = logging.getLogger(__name__)
 
@@ -108,3 +111,187 @@ class Breakers:
     def down(self) -> str | None:
         """For ``/readyz``: the open breakers and why, or None."""
         return "; ".join(d for b in self.breakers if (d := b.describe()) is not None) or None
+
+
+#: Longest wait between two probes of an offload target that keeps not answering.
+MAX_PROBE_EVERY_S = 60.0
+#: Offload targets remembered at once; beyond, the longest-closed (else longest-open) is forgotten.
+MAX_TARGETS = 1024
+
+
+@dataclass
+class _Target:
+    key: str
+    opened_at: float | None = None
+    why: str = ""
+    #: answered at least once in this process's life: a genuine target, whose outage is the daemon's
+    answered: bool = False
+    #: a call failed transiently since it last answered: other requests wait for the probe's verdict
+    suspect: bool = False
+    probe: Callable[[], object] | None = None
+    probing: bool = False
+    next_probe: float = 0.0
+    every_s: float = PROBE_EVERY_S
+
+
+class TargetNotAnswering(Exception):  # noqa: N818 - a state, like MetadataStoreUnavailable
+    """A request's offload target is open (or suspect): the request is not sent to storage."""
+
+
+class TargetBreakers:
+    """One breaker per offload target (driver family + endpoint + bucket): a target that does not
+    answer costs its own requests, never another target's.
+
+    Found from outside: the offload lane had one breaker, probed with the first
+    failing request's endpoint.  One forged request naming an endpoint that
+    never answers opened it, and the lane stopped for good: no genuine
+    offloaded copy was deleted again.  So:
+
+    * a call that fails transiently makes its target *suspect* (``failed``): a
+      request that starts afterwards is not sent there (``gate``), so a hung
+      endpoint costs one round of timeouts, not one per request;
+    * the offload lane then asks ``confirm_down``: one probe (a HEAD) decides.
+      No answer opens the target's breaker; an answer clears it, and the
+      failure was the request's own (reconsumed and counted, as ever);
+    * an open target is probed again on two threads of its own, never the
+      lane's, backing off to :data:`MAX_PROBE_EVERY_S`; once it answers it
+      closes (one INFO line) and the lane runs what it held for it;
+    * only a target that has answered before counts as "the daemon's
+      dependency is down" (``describe``, for ``/readyz``): a request naming an
+      endpoint that never answered cannot make the daemon look unready.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, probe_every_s: float = PROBE_EVERY_S,
+                 max_probe_every_s: float = MAX_PROBE_EVERY_S, max_targets: int = MAX_TARGETS) -> None:
+        self.clock, self.probe_every_s, self.max_probe_every_s = clock, probe_every_s, max_probe_every_s
+        self.max_targets = max_targets
+        self._targets: OrderedDict[str, _Target] = OrderedDict()
+        self._lock = threading.Lock()
+        self._probes = ThreadPoolExecutor(max_workers=2, thread_name_prefix="offload-probe")
+
+    def gate(self, keys: Iterable[str]) -> str | None:
+        """Why a request for these targets must not touch storage now (open or suspect), or None."""
+        with self._lock:
+            for key in keys:
+                t = self._targets.get(key)
+                if t is not None and (t.opened_at is not None or t.suspect):
+                    state = "is not answering" if t.opened_at is not None else "just failed, being probed"
+                    return f"offload target {key} {state} ({t.why}); not tried"
+        return None
+
+    def has_answered(self, key: str) -> bool:
+        with self._lock:
+            t = self._targets.get(key)
+            return t is not None and t.answered
+
+    def is_open(self, key: str) -> bool:
+        with self._lock:
+            t = self._targets.get(key)
+            return t is not None and t.opened_at is not None
+
+    def opened_for_s(self, key: str) -> float | None:
+        with self._lock:
+            t = self._targets.get(key)
+            return None if t is None or t.opened_at is None else self.clock() - t.opened_at
+
+    def answered(self, key: str) -> None:
+        """A call to the target got an answer (any answer): it is reachable; closes it if open."""
+        with self._lock:
+            t = self._target(key)
+            t.answered, t.suspect = True, False
+            if t.opened_at is not None:
+                _log.info("offload target %s answers again after %.1f s", key, self.clock() - t.opened_at)
+                t.opened_at, t.every_s = None, self.probe_every_s
+
+    def failed(self, key: str, why: str, probe: Callable[[], object]) -> None:
+        """A call to the target failed transiently: suspect until ``confirm_down`` probes it."""
+        with self._lock:
+            t = self._target(key)
+            t.probe = probe
+            if t.opened_at is None:
+                t.suspect, t.why = True, (why.splitlines() or ["no answer"])[0]
+
+    def confirm_down(self, key: str) -> bool:
+        """Is the target down?  Open: yes.  Suspect: one probe, here and now, decides (and opens it).
+        Neither (or another thread probing it): no."""
+        with self._lock:
+            t = self._targets.get(key)
+            if t is None:
+                return False
+            if t.opened_at is not None:
+                return True
+            if not t.suspect or t.probing or t.probe is None:
+                return False
+            t.probing, probe = True, t.probe
+        why = _no_answer(probe)
+        with self._lock:
+            t.probing, t.suspect = False, False
+            if why is None:
+                t.answered = True
+                return False
+            t.opened_at, t.why = self.clock(), why
+            t.every_s = self.probe_every_s
+            t.next_probe = t.opened_at + t.every_s
+            level = logging.WARNING if t.answered else logging.INFO
+        _log.log(level, "offload target %s is not answering (%s): its requests are held, then parked; other "
+                 "targets go on", key, why)
+        return True
+
+    def tick(self) -> None:
+        """Start the probes of open targets that are due (never waits for one)."""
+        now = self.clock()
+        with self._lock:
+            due = [t for t in self._targets.values()
+                   if t.opened_at is not None and not t.probing and t.probe is not None and t.next_probe <= now]
+            for t in due:
+                t.probing = True
+        for t in due:
+            self._probes.submit(self._probe, t)
+
+    def _probe(self, t: _Target) -> None:
+        assert t.probe is not None
+        why = _no_answer(t.probe)
+        with self._lock:
+            t.probing = False
+            if why is not None:
+                t.why = why
+                t.every_s = min(self.max_probe_every_s, t.every_s * 2)
+                t.next_probe = self.clock() + t.every_s
+                return
+        self.answered(t.key)
+
+    def open_keys(self) -> list[str]:
+        with self._lock:
+            return [k for k, t in self._targets.items() if t.opened_at is not None]
+
+    def describe(self) -> str | None:
+        """For ``/readyz``: the targets that answered before and do not now (a target that never
+        answered is a request's claim, not the daemon's dependency), or None."""
+        now = self.clock()
+        with self._lock:
+            down = [f"offload target {k} down for {now - t.opened_at:.0f} s ({t.why})"
+                    for k, t in self._targets.items() if t.opened_at is not None and t.answered]
+        return "; ".join(down) or None
+
+    def close(self) -> None:
+        self._probes.shutdown(wait=False, cancel_futures=True)
+
+    def _target(self, key: str) -> _Target:
+        """The key's breaker (caller holds the lock), made on first sight; bounded in number."""
+        t = self._targets.get(key)
+        if t is None:
+            if len(self._targets) >= self.max_targets:
+                victim = next((k for k, v in self._targets.items() if v.opened_at is None), None)
+                self._targets.pop(victim if victim is not None else next(iter(self._targets)))
+            t = self._targets[key] = _Target(key)
+        self._targets.move_to_end(key)
+        return t
+
+
+def _no_answer(probe: Callable[[], object]) -> str | None:
+    """None when the probe got an answer; else why not, in one line."""
+    try:
+        probe()
+    except Exception as e:  # noqa: BLE001 - any failure to answer is "down"; the reason is kept
+        return (f"{type(e).__name__}: {e}".splitlines() or ["no answer"])[0]
+    return None

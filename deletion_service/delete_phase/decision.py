@@ -155,6 +155,8 @@ def _decide_offload(request: PendingDeleteLedgerInfo, facts: Facts, policy: Poli
         return Action(Verdict.ACK_MISMATCH, off.index_mismatch)
     if off.target_error is not None:
         return Action(Verdict.DLQ, off.target_error, kind=Kind.OFFLOAD_TARGET_ERROR)
+    if off.held_by is not None:  # a shared segment another listed ledger holds: its request deletes it
+        return _in_use_grace(request, off.held_by, facts, policy) or Action(Verdict.ACK_IN_USE, off.held_by)
     if not off.present:
         return Action(Verdict.ACK_ABSENT, "offloaded objects already absent")
     if off.unverifiable is not None:

@@ -52,6 +52,8 @@ class OffloadFact:
     #: the managed ledger the index names: the identity the reference check must use
     owner_managed_ledger: str | None = None
     oldest_object_ms: int | None = None  # for the age guard of orphan/manual requests
+    #: a streaming segment a ledger still listed holds (``verify_offload.judge_shared_segment``): in use
+    held_by: str | None = None
 
 
 @dataclass(frozen=True)

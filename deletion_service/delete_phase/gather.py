@@ -32,6 +32,7 @@ from typing import TypeVar
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from deletion_service.delete_phase.breaker import TargetBreakers, TargetNotAnswering
 from deletion_service.delete_phase.facts import BookKeeperFact, Facts, OffloadFact
 from deletion_service.delete_phase.verify_offload import (
     IndexCheck,
@@ -39,6 +40,7 @@ from deletion_service.delete_phase.verify_offload import (
     Verification,
     combine,
     judge_index,
+    judge_shared_segment,
 )
 from deletion_service.model import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 from deletion_service.reference_model import (
@@ -52,6 +54,7 @@ from deletion_service.reference_model import (
 from metastore.formats import (
     FormatError,
     LedgerLayout,
+    ManagedLedgerInfo,
     decode_cursor,
     decode_ledger_metadata,
     decode_managed_ledger,
@@ -66,8 +69,12 @@ from metastore.formats import (
 from metastore.formats.custom_metadata import COMPACTED_TOPIC_KEY, CURSOR_KEY, MANAGED_LEDGER_KEY, SCHEMA_ID_KEY
 from metastore.formats.pulsar_paths import url_decode
 from metastore.interface import MetadataStore, MetadataStoreUnavailable, Node
+from offloaders.allow_list import location_keys, target_key
 from offloaders.interface import (
     OFFLOAD_CONCURRENCY,
+    IndexFacts,
+    IndexRef,
+    ObjectHead,
     Offloader,
     OffloadError,
     OffloadNotAllowedError,
@@ -216,32 +223,47 @@ class FactGatherer:
 
     def _gather_offload(self, request: PendingDeleteLedgerInfo, facts: Facts) -> Facts:
         try:
+            gate = self.target_breakers.gate(offload_target_keys(request))  # once, before any try
+            if gate is not None:
+                raise TargetNotAnswering(gate)
             return replace(facts, offload=self.retry()(self._offload_fact, request))
-        except TRANSIENT as e:
+        except (*TRANSIENT, TargetNotAnswering) as e:
             return replace(facts, transient=str(e))
         except Exception as e:  # noqa: BLE001 - a bug or a surprise from one target stays with its request
             _log.exception("unexpected error verifying the offloaded copy of %s", request.describe())
             return replace(facts, internal_error=f"verifying the offloaded copy: {type(e).__name__}: {e}")
 
-    def probe_for(self, request: PendingDeleteLedgerInfo) -> Callable[[], object]:
-        """A cheap "does the offload endpoint answer?": a HEAD of one of the request's objects (absent
-        is an answer too).  A request whose target cannot even be named probes nothing."""
-        ctx = request.offload_context
+    @functools.cached_property
+    def target_breakers(self) -> TargetBreakers:
+        """One breaker per offload target, shared with the offload lane (:mod:`.offload_lane`)."""
+        return TargetBreakers()
+
+    def managed_ledger_listing(self, ml_name: str) -> ManagedLedgerInfo | None:
+        """The list of managed ledger ``ml_name`` as stored now (None: the node does not exist), read
+        for a shared streaming segment: is each ledger it holds still listed, still naming it?
+        Raises ``MetadataStoreUnavailable`` (retried) or :class:`ListingUnreadable`."""
         try:
-            assert ctx is not None
-            target = OffloadTarget.from_offload_context(request.ledger_id, ctx.model_dump(by_alias=True),
-                                                        managed_ledger_name(request.topic_name))
-            offloader = offloader_for(target.driver_name, self.offload)
-            name = offloader.object_names(target)[0]
-        except Exception:  # noqa: BLE001 - nothing to probe with: say "answers", and the request is retried
-            return lambda: None
+            path = _managed_ledger_path_of_name(ml_name)
+        except ValueError as e:
+            raise ListingUnreadable(f"{ml_name!r} names no managed ledger: {e}") from e
+        node = self.store.get(path)
+        if node is None:
+            return None
+        try:
+            return decode_managed_ledger(node.data)
+        except Exception as e:  # noqa: BLE001 - FormatError, or any decoder surprise on stored bytes
+            raise ListingUnreadable(f"managed ledger {path} unreadable: {e}") from e
+
+    def probe_for(self, offloader: Offloader, target: OffloadTarget, name: str) -> Callable[[], object]:
+        """A cheap "does this object's target answer?": a HEAD of it (absent is an answer too, and so
+        is a refusal such as no bucket or access denied: only a transient failure is "no answer")."""
         def probe() -> None:
             try:
                 offloader.head(target, name)
             except OffloadTransientError:
                 raise
             except OffloadError:
-                return  # an answer, if not the one wanted (no bucket, access denied): the endpoint is up
+                return
 
         return probe
 
@@ -252,23 +274,29 @@ class FactGatherer:
         try:
             target = OffloadTarget.from_offload_context(request.ledger_id, ctx.model_dump(by_alias=True), ml_name)
             offloader = offloader_for(target.driver_name, self.offload)
-            offloader.check_allowed(target)
+            offloader.check_allowed(target)  # every location it names: the context's and each segment's
         except OffloadNotAllowedError as e:
             return OffloadFact(not_allowed=str(e))
         except (ValueError, OffloadTargetError) as e:
             return OffloadFact(target_error=str(e))
+        storage = _Charged(offloader, target, self.target_breakers, self.probe_for)
         try:
-            heads = [offloader.head(target, name) for name in offloader.object_names(target)]
+            heads = [storage.head(name) for name in offloader.object_names(target)]
             present = [h for h in heads if h is not None]
-            if not present:
+            if not present:  # absent where each part was written (each segment at its own location)
                 return OffloadFact(target=target, present=False)
-            index = verify_offloaded_copy(offloader, target, IndexExpectation(managed_ledger_name=ml_name))
+            index = verify_offloaded_copy(storage, target, IndexExpectation(managed_ledger_name=ml_name),
+                                          listed=self.managed_ledger_listing)
         except OffloadNotAllowedError as e:
             return OffloadFact(target=target, not_allowed=str(e))
         except OffloadTargetError as e:
             return OffloadFact(target=target, target_error=str(e))
+        except ListingUnreadable as e:
+            return OffloadFact(target=target, present=True, unverifiable=str(e))
         if index.outcome is Verification.MISMATCH:
             return OffloadFact(target=target, index_mismatch=index.detail, present=True)
+        if index.outcome is Verification.HELD:
+            return OffloadFact(target=target, present=True, held_by=index.detail)
         stamps = [h.last_modified_ms for h in present if h.last_modified_ms is not None]
         oldest = min(stamps) if stamps else None
         if index.outcome != Verification.VERIFIED:
@@ -407,20 +435,75 @@ def _offload_pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=OFFLOAD_CONCURRENCY, thread_name_prefix="offload")
 
 
-def verify_offloaded_copy(offloader: Offloader, target: OffloadTarget,
-                          expect: IndexExpectation | None = None) -> IndexCheck:
+def verify_offloaded_copy(offloader: Offloader | _Charged, target: OffloadTarget,
+                          expect: IndexExpectation | None = None,
+                          listed: Callable[[str], ManagedLedgerInfo | None] | None = None) -> IndexCheck:
     """Read the target's index objects one by one and judge each (``verify_offload.py``).
 
-    A mismatch ends it: the indexes after it are not read, so a contradiction is
-    reported as such even when reading the next one would have failed.  Storage
-    trouble (transient, target, not allowed) propagates from the offloader."""
+    ``listed`` reads a managed ledger's list: given, a streaming segment that holds
+    other ledgers too is judged by whether they are gone from the list of the managed
+    ledger its objects name (:func:`judge_shared_segment`); without it, such a segment
+    is a mismatch, as deleting it would delete their data.  A mismatch ends it: the
+    indexes after it are not read, so a contradiction is reported as such even when
+    reading the next one would have failed.  Storage trouble (transient, target, not
+    allowed) propagates from the offloader."""
     checks: list[IndexCheck] = []
     for ref in offloader.index_refs(target):
-        check = judge_index(offloader.read_index(target, ref), target.ledger_id, expect, target.managed_ledger_name)
+        facts = offloader.read_index(target, ref)
+        if listed is not None:
+            check = judge_shared_segment(facts, target.ledger_id, expect, listed, target.managed_ledger_name)
+        else:
+            check = judge_index(facts, target.ledger_id, expect, target.managed_ledger_name)
         checks.append(check)
         if check.outcome is Verification.MISMATCH:
             break
     return combine(checks)
+
+
+class ListingUnreadable(ValueError):
+    """A managed ledger's list could not be read as such: what holds a segment cannot be known."""
+
+
+def offload_target_keys(request: PendingDeleteLedgerInfo) -> list[str]:
+    """The breaker keys of every location an offload request names (none for a LEDGER request)."""
+    ctx = request.offload_context
+    if ctx is None:
+        return []
+    segs = [(s.driver_name, s.driver_metadata or {}) for s in ctx.segments if s.driver_name is not None]
+    whole = not ctx.segments or bool(ctx.uid_msb or ctx.uid_lsb) or len(segs) < len(ctx.segments)
+    return location_keys(([(ctx.driver_name, ctx.driver_metadata)] if whole else []) + segs)
+
+
+class _Charged:
+    """An offloader's storage calls for one target, each failure charged to the target it went to
+    (its breaker, :class:`TargetBreakers`), each answer credited to it."""
+
+    def __init__(self, offloader: Offloader, target: OffloadTarget, breakers: TargetBreakers,
+                 probe_for: Callable[[Offloader, OffloadTarget, str], Callable[[], object]]) -> None:
+        self.offloader, self.target, self.breakers, self.probe_for = offloader, target, breakers, probe_for
+
+    def _call(self, name: str, call: Callable[[], T]) -> T:
+        where = self.target.location_of(name)
+        key = target_key(where.driver_name, where.driver_metadata)
+        try:
+            out = call()
+        except OffloadTransientError as e:
+            self.breakers.failed(key, str(e), self.probe_for(self.offloader, self.target, name))
+            raise
+        except OffloadError:
+            self.breakers.answered(key)  # a refusal is an answer
+            raise
+        self.breakers.answered(key)
+        return out
+
+    def head(self, name: str) -> ObjectHead | None:
+        return self._call(name, lambda: self.offloader.head(self.target, name))
+
+    def index_refs(self, target: OffloadTarget) -> list[IndexRef]:
+        return self.offloader.index_refs(target)
+
+    def read_index(self, target: OffloadTarget, ref: IndexRef) -> IndexFacts:
+        return self._call(ref.index_name, lambda: self.offloader.read_index(target, ref))
 
 
 def _managed_ledger_owner(path: str, ml: Node | None, cursors: dict[str, Node | None]) -> _Owner:

@@ -1,4 +1,4 @@
-"""The offload lane: tiered-storage requests verified and deleted on their own thread.
+"""The offload lane: tiered-storage requests verified and deleted on their own threads.
 
 Found from outside: offload and BookKeeper requests shared a batch, so with the
 S3 endpoint hung each offload request cost about 20 s and no BookKeeper ledger
@@ -7,13 +7,31 @@ Now the worker hands each batch's offload requests to this lane and goes on
 with the BookKeeper ones; decided requests come back to the worker thread,
 which alone publishes and acks (one thread owns the dispositions, as before).
 
-The lane has its own breaker (:mod:`.breaker`): when an offload batch ends in
-transient failures and a HEAD of one of their objects fails too, the endpoint
-is down: the lane keeps those requests, unacked and uncounted, probes every
-second, and runs them again once it answers.  It holds at most ``capacity``
-requests; the worker defers offload requests beyond that to RETRY with their
-attempts unchanged, so an outage can neither fill memory nor block
-BookKeeper deletions.
+Found next: one breaker for the whole lane let one request stop it.  A forged
+request naming an endpoint that never answers opened it, with itself as the
+probe, and no genuine copy was deleted again.  Now every target (driver family,
+endpoint, bucket) has its own breaker (:class:`.breaker.TargetBreakers`), and a
+target that does not answer costs its own requests only:
+
+* **Two threads.**  Requests whose every target has answered before run in
+  batches on the main thread; requests naming a target that never answered in
+  this process (a new bucket, or a forged endpoint) run one at a time on the
+  probation thread, inline, so a hung endpoint ties up neither the main thread
+  nor the shared pool of storage calls.  Once a target answers, its requests
+  move to the main thread.
+* **Held, then parked.**  A request whose target is down (its breaker open)
+  is not sent to storage.  For up to ``hold_s`` after the breaker opened it is
+  held here, unacked and uncounted (an outage of our S3 spends no retries), at
+  most ``hold_per_target`` per target and ``capacity`` in all, none of it
+  counted against the room other targets' requests get.  A target still down
+  after that parks its requests: reconsumed later with the reason, each time
+  counted, so a target that never answers sends its requests to the DLQ after
+  the retry budget instead of keeping them here for good.  Its breaker closing
+  runs what is held at once.
+
+The lane holds at most ``capacity`` undecided requests; the worker defers
+offload requests beyond that to RETRY with their attempts unchanged, so an
+outage can neither fill memory nor block BookKeeper deletions.
 """
 
 from __future__ import annotations
@@ -24,43 +42,64 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from deletion_service.delete_phase.breaker import Breaker
+from deletion_service.delete_phase.breaker import TargetBreakers
 from deletion_service.delete_phase.decision import Policy
 from deletion_service.delete_phase.dispose import grace_since
+from deletion_service.delete_phase.gather import offload_target_keys
 from deletion_service.delete_phase.pipeline import DeletePipeline
 
 _log = logging.getLogger(__name__)
 
+#: How long requests of a target that stopped answering are held (uncounted) before they are parked.
+HOLD_S = 300.0
+
 
 class OffloadLane:
-    """A queue of undecided offload requests in, decided ones out; ``_Pending`` items from the worker."""
+    """Undecided offload requests in, decided ones out; ``_Pending`` items from the worker."""
 
-    def __init__(self, pipeline: DeletePipeline, policy: Policy, probe_for: Callable[[Any], Callable[[], object]],
-                 attempts: Callable[[Any], int], capacity: int = 2_000, batch_size: int = 100) -> None:
-        self.pipeline, self.policy = pipeline, policy
-        self.probe_for, self.attempts = probe_for, attempts  # an object HEAD for a request; its tries so far
-        self.capacity, self.batch_size = capacity, batch_size
-        self.breaker = Breaker("the offload (S3) endpoint", lambda: None)
-        self._inbox: deque[Any] = deque()
+    def __init__(self, pipeline: DeletePipeline, policy: Policy, breakers: TargetBreakers,
+                 attempts: Callable[[Any], int], capacity: int = 2_000, batch_size: int = 100,
+                 hold_s: float = HOLD_S) -> None:
+        self.pipeline, self.policy, self.breakers = pipeline, policy, breakers
+        self.attempts = attempts  # a request's tries so far
+        self.capacity, self.batch_size, self.hold_s = capacity, batch_size, hold_s
+        self.hold_per_target = max(1, capacity // 10)
+        self._inbox: deque[Any] = deque()  # targets that answered before: batches, main thread
+        self._probation: deque[Any] = deque()  # a target never seen answering: one at a time
+        self._held: dict[str, list[Any]] = {}  # target key -> requests waiting for it to answer
         self._outbox: list[Any] = []
         self._working = 0
         self._cond = threading.Condition()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="offload-lane", daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._loop, args=(self._inbox, batch_size), name="offload-lane",
+                                          daemon=True),
+                         threading.Thread(target=self._loop, args=(self._probation, 1),
+                                          name="offload-lane-probation", daemon=True)]
+        for thread in self._threads:
+            thread.start()
+
+    @property
+    def held(self) -> int:
+        with self._cond:
+            return sum(map(len, self._held.values()))
 
     @property
     def in_flight(self) -> int:
         with self._cond:
-            return len(self._inbox) + self._working + len(self._outbox)
+            return (len(self._inbox) + len(self._probation) + self._working + len(self._outbox)
+                    + sum(map(len, self._held.values())))
 
     def room(self) -> int:
-        return max(0, self.capacity - self.in_flight)
+        """Room for new requests: what is held for a down target has a budget of its own."""
+        with self._cond:
+            busy = len(self._inbox) + len(self._probation) + self._working + len(self._outbox)
+        return max(0, self.capacity - busy)
 
     def submit(self, items: list[Any]) -> None:
         with self._cond:
-            self._inbox.extend(items)
-            self._cond.notify()
+            for p in items:
+                self._queue_for(p).append(p)
+            self._cond.notify_all()
 
     def finished(self) -> list[Any]:
         """Decided requests, for the worker thread to publish and ack."""
@@ -68,27 +107,35 @@ class OffloadLane:
             out, self._outbox = self._outbox, []
             return out
 
+    def down(self) -> str | None:
+        """For ``/readyz``: targets that answered before and do not now."""
+        return self.breakers.describe()
+
     def stop(self, wait_s: float) -> None:
         self._stop.set()
         with self._cond:
-            self._cond.notify()
-        self._thread.join(wait_s)
+            self._cond.notify_all()
+        for thread in self._threads:
+            thread.join(wait_s)
+        self.breakers.close()
 
-    def _take(self) -> list[Any]:
+    def _queue_for(self, p: Any) -> deque[Any]:
+        keys = offload_target_keys(p.request)
+        return self._inbox if all(self.breakers.has_answered(k) for k in keys) else self._probation
+
+    def _take(self, queue: deque[Any], limit: int) -> list[Any]:
         with self._cond:
-            if not self._inbox:
+            if not queue:
                 self._cond.wait(0.2)
-            n = min(self.batch_size, len(self._inbox))
-            batch = [self._inbox.popleft() for _ in range(n)]
-            self._working = len(batch)
+            batch = [queue.popleft() for _ in range(min(limit, len(queue)))]
+            self._working += len(batch)
             return batch
 
-    def _loop(self) -> None:
+    def _loop(self, queue: deque[Any], limit: int) -> None:
         while not self._stop.is_set():
-            if not self.breaker.ready():
-                self._stop.wait(0.2)
-                continue
-            batch = self._take()
+            self.breakers.tick()
+            self._release_held()
+            batch = self._take(queue, limit)
             if not batch:
                 continue
             try:
@@ -97,21 +144,49 @@ class OffloadLane:
                 _log.exception("offload lane: a batch of %d failed; they are decided again", len(batch))
                 done = []
                 with self._cond:
-                    self._inbox.extendleft(reversed(batch))
+                    queue.extendleft(reversed(batch))
             with self._cond:
                 self._outbox.extend(done)
-                self._working = 0
+                self._working -= len(batch)
 
     def _run(self, batch: list[Any]) -> list[Any]:
         actions = self.pipeline.run([p.request for p in batch], [self.attempts(p) for p in batch], self.policy,
                                     [grace_since(p.message) for p in batch])
+        decided = []
         for p, action in zip(batch, actions, strict=True):
             p.action = action
-        transient = [p for p in batch if p.action.transient]
-        if transient:
-            self.breaker.probe = self.probe_for(transient[0].request)
-            if self.breaker.confirm_down():
-                with self._cond:
-                    self._inbox.extendleft(reversed(transient))  # held: decided again once it answers
-                return [p for p in batch if not p.action.transient]
-        return batch
+            if not (action.transient and self._hold(p)):
+                decided.append(p)  # a transient failure not held: reconsumed (counted) with its reason
+        return decided
+
+    def _hold(self, p: Any) -> bool:
+        """Keep a request whose target is down (one probe confirms it), if it may still wait here."""
+        keys = offload_target_keys(p.request)
+        down = next((k for k in keys if self.breakers.confirm_down(k)), None)
+        if down is None:
+            return False  # every target answers: the failure was the request's own
+        opened_for = self.breakers.opened_for_s(down) or 0.0
+        with self._cond:
+            held = self._held.setdefault(down, [])
+            if (opened_for >= self.hold_s or len(held) >= self.hold_per_target
+                    or sum(map(len, self._held.values())) >= self.capacity):
+                return False  # parked: reconsumed later, counted, to the DLQ after the retry budget
+            held.append(p)
+            return True
+
+    def _release_held(self) -> None:
+        """Held requests whose target answers again run now; those held past ``hold_s`` are parked."""
+        with self._cond:
+            for key in list(self._held):
+                opened_for = self.breakers.opened_for_s(key)
+                if opened_for is not None and opened_for < self.hold_s:
+                    continue
+                items = self._held.pop(key)
+                if opened_for is None:  # closed: decided again, where its targets now belong
+                    for p in items:
+                        self._queue_for(p).append(p)
+                else:
+                    _log.warning("offload target %s still not answering after %.0f s: parking its %d held "
+                                 "request(s) (reconsumed, counted)", key, opened_for, len(items))
+                    self._outbox.extend(items)
+            self._cond.notify_all()

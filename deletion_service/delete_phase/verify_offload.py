@@ -14,14 +14,25 @@ objects name the request's managed ledger:
 
 A contradiction is a MISMATCH (acked, never deleted, never retried); anything
 that proves nothing is UNVERIFIABLE, and unverifiable is never deleted.
+
+A streaming segment may hold several ledgers (of one managed ledger).  It is
+deleted exactly when the last of them leaves that managed ledger's list — never
+before, never left behind: :func:`judge_shared_segment` reads the list of the
+managed ledger the *segment's objects* name (not the request's topic) and
+answers HELD while any other ledger the index names is still listed, or any
+listed ledger's offload context still names the segment.  HELD is "still in
+use": the holder's own request deletes the segment once the holder leaves, and
+the requests of the ledgers that left before it find it absent.  The list only
+ever loses ledgers (ids grow), so a segment once released stays released.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from metastore.formats import ManagedLedgerInfo
 from metastore.formats.custom_metadata import (
     APPLICATION_KEY,
     APPLICATION_PULSAR,
@@ -29,7 +40,7 @@ from metastore.formats.custom_metadata import (
     MANAGED_LEDGER_NAME_FIELD,
 )
 from offloaders.index_format import SegmentLedgerInfo, SourceLedgerMetadata
-from offloaders.interface import IndexFacts, IndexKind, IndexState
+from offloaders.interface import IndexFacts, IndexKind, IndexState, java_uuid
 
 
 class Verification(StrEnum):
@@ -43,6 +54,8 @@ class Verification(StrEnum):
     #: The index contradicts the request (another ledger, another topic, or not an
     #: offload index at all): acked without deleting, counted ``metadata_mismatch``.
     MISMATCH = "mismatch"
+    #: A streaming segment that a ledger still listed in its managed ledger holds: in use.
+    HELD = "held"
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,17 +196,69 @@ def judge_segment(ledgers: Mapping[int, SegmentLedgerInfo], ledger_id: int, name
                       owner=owner_ml_name)
 
 
+def segment_holders(segment_uuid: str, index_ledgers: Iterable[int], ledger_id: int,
+                    listed: ManagedLedgerInfo | None) -> tuple[int, ...]:
+    """The ledgers of ``listed`` (the managed ledger a segment's objects name; None: it no longer
+    exists) that still hold the segment: every ledger besides ``ledger_id`` that its index names and
+    the list still holds, and every listed ledger whose offload context names the segment."""
+    if listed is None:
+        return ()
+    others = set(index_ledgers) - {ledger_id}
+    holders = []
+    for ledger in listed.ledgers:
+        ctx = ledger.offload_context
+        names_it = ctx is not None and any(
+            (seg.uid_msb or seg.uid_lsb) and java_uuid(seg.uid_msb or 0, seg.uid_lsb or 0) == segment_uuid
+            for seg in ctx.segments)
+        if ledger.ledger_id in others or names_it:
+            holders.append(ledger.ledger_id)
+    return tuple(sorted(holders))
+
+
+def judge_shared_segment(facts: IndexFacts, ledger_id: int, expect: IndexExpectation | None,
+                         listed: Callable[[str], ManagedLedgerInfo | None],
+                         managed_ledger_name: str | None = None) -> IndexCheck:
+    """A segment index's verdict when the segment may hold other ledgers too.
+
+    First the usual checks, as if every other ledger may go (it holds the request's ledger, its
+    objects name the expected managed ledger); then, only if that VERIFIED, ``listed(owner)`` — the
+    list of the managed ledger the objects name — decides: HELD while a ledger there still holds
+    the segment (:func:`segment_holders`), else VERIFIED.  ``listed`` is the caller's read (it may
+    raise for storage trouble); a segment holding the request's ledger alone needs no read."""
+    others = frozenset(facts.ledgers) - {ledger_id}
+    if facts.ref.kind is not IndexKind.SEGMENT or facts.state is not IndexState.READ or not others:
+        return judge_index(facts, ledger_id, expect, managed_ledger_name)
+    base = expect or IndexExpectation()
+    widened = IndexExpectation(base.managed_ledger_name, base.entries, base.size, base.ctime_ms,
+                               base.allow_shared_segment_ledgers | others)
+    check = judge_index(facts, ledger_id, widened, managed_ledger_name)
+    if check.outcome is not Verification.VERIFIED or check.owner is None:
+        return check
+    segment_uuid = facts.ref.data_name
+    holders = segment_holders(segment_uuid, facts.ledgers, ledger_id, listed(check.owner))
+    if holders:
+        return IndexCheck(Verification.HELD, f"segment {segment_uuid} also holds ledger(s) {sorted(others)}; "
+                          f"{check.owner} still lists ledger(s) {list(holders)} holding it: it is deleted with the "
+                          "last of them", check.checked, owner=check.owner)
+    return IndexCheck(Verification.VERIFIED, f"{check.detail}; its other ledgers {sorted(others)} are gone from "
+                      f"{check.owner}'s list", check.checked, owner=check.owner)
+
+
 def combine(checks: Sequence[IndexCheck]) -> IndexCheck:
     """Several indexes (per-ledger + segments) -> one verdict.
 
-    The first mismatch wins; any unverifiable part makes the whole unverifiable;
-    all absent is absent; and the parts must name one managed ledger, or
-    deleting them would delete some other topic's data."""
+    The first mismatch wins, then a held segment (in use: nothing is deleted);
+    any unverifiable part makes the whole unverifiable; all absent is absent;
+    and the parts must name one managed ledger, or deleting them would delete
+    some other topic's data."""
     if not checks:
         return IndexCheck(Verification.UNVERIFIABLE, "no index object to check")
     mismatch = next((c for c in checks if c.outcome is Verification.MISMATCH), None)
     if mismatch is not None:
         return mismatch
+    held = next((c for c in checks if c.outcome is Verification.HELD), None)
+    if held is not None:
+        return held
     names = tuple(n for c in checks for n in c.checked)
     detail = "; ".join(c.detail for c in checks)
     present = [c for c in checks if c.outcome is not Verification.ABSENT]

@@ -150,8 +150,8 @@ class DeletePhaseWorker:
         return max(due for due, _, _ in self._held) / 1000 if self._held else None
 
     def dependencies_down(self) -> str | None:
-        """For ``/readyz``: every open breaker (metadata stores, the offload endpoint) and why, or None."""
-        lane = self.offload_lane.breaker.describe() if self.offload_lane is not None else None
+        """For ``/readyz``: every open breaker (metadata stores, offload targets that answered before) and why."""
+        lane = self.offload_lane.down() if self.offload_lane is not None else None
         return "; ".join(d for d in (self.breakers.down(), lane) if d) or None
 
     def stuck(self) -> str | None:

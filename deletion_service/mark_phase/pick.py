@@ -7,7 +7,7 @@ everything: without a cursor nothing proves the data was consumed (retention
 rules live in the broker, not here).
 
 A picked ledger leaves the list only when every copy it has — BookKeeper, and
-offloaded objects — gets a request: the list is the last record of where an
+each offloaded part at the location it was written to — gets a request: the list is the last record of where an
 offloaded copy lives, so a copy we cannot name keeps its ledger listed
 (``Announcement.keep_because`` says why, for the operator).
 """
@@ -101,11 +101,24 @@ class Announcement:
 
 def requests_for(topic: str, ledger: LedgerInfo, marked_at_ms: int,
                  offload_fallback: OffloadLocation | None = None) -> Announcement:
-    """One request per copy: BookKeeper unless the offload deleted it, offloaded objects when
-    the context names any.  A ledger leaves the list only when EVERY copy it has got a
-    request, so a copy we cannot name (no driver and no ``offload_fallback``, or an offload
-    that claims a copy without naming its objects) keeps the whole ledger listed: sending the
-    BookKeeper request alone and forgetting the ledger would orphan its offloaded objects."""
+    """One request per copy: BookKeeper unless the offload deleted it, and one OFFLOAD_LEDGER request
+    per offloaded part (the per-ledger objects; each streaming segment), each naming the location
+    that part was written to.  A ledger leaves the list only when EVERY copy it has got a request,
+    so a part we cannot name or locate (no uuid; no driver and no ``offload_fallback``; a location
+    without a bucket) keeps the whole ledger listed: sending the other requests alone and forgetting
+    the ledger would orphan that part's objects.
+
+    Why one request per part:
+
+    * a segment records its own location (``OffloadSegment.driverMetadata``; a segment written
+      after the offload settings changed lives elsewhere than its context says).  Its request's
+      context-level location *is* the segment's, so every reader — an older daemon that ignores
+      the per-segment fields too — looks for it where it was written, never "absent" elsewhere;
+    * a streaming segment may hold several ledgers.  The delete phase deletes it only once no
+      ledger its managed ledger still lists holds it, and acks a request for a segment still held
+      as in use: the holder's own request deletes it when the holder leaves.  In one request with
+      the ledger's other parts, a held segment would keep them all (and they might have no
+      other request left to delete them)."""
     base = {"topic_name": topic, "ledger_component": LedgerComponent.MANAGED_LEDGER, "ledger_id": ledger.ledger_id,
             "marked_at": marked_at_ms, "reason": Reason.TRIM}
     ctx = ledger.offload_context
@@ -124,22 +137,47 @@ def requests_for(topic: str, ledger: LedgerInfo, marked_at_ms: int,
     if nameless:
         return Announcement([], f"offload segment(s) {', '.join(map(str, nameless))} have no uuid: their objects "
                                 "cannot be named, so the ledger stays listed")
-    if ctx.driver_name:
-        target = OffloadLocation(ctx.driver_name, dict(ctx.driver_metadata))
-    elif offload_fallback is None:
-        return Announcement([], "it was offloaded but its offload context names no driver (an older broker's "
-                                "offload) and managedLedgerOffloadDriver is not set; set it (with "
-                                "managedLedgerOffloadBucket/Region/ServiceEndpoint) to the cluster's offload "
-                                "settings, or the offloaded copy would be orphaned")
-    else:
-        target = offload_fallback.under(ctx.driver_metadata)
-        if not target.locatable:
-            return Announcement([], f"its offload context names no driver and the fallback "
-                                    f"managedLedgerOffloadDriver {target.driver!r} has no "
-                                    "managedLedgerOffloadBucket: the offloaded copy cannot be located")
-    out.append(PendingDeleteLedgerInfo(**base, ledger_type=LedgerType.OFFLOAD_LEDGER,
-                                       offload_context=_offload_ref(ctx, target)))
+    parts: list[tuple[OffloadLocation, dict]] = []
+    needs_context = _is_uuid(ctx.uid_msb, ctx.uid_lsb) or any(not s.driver_name for s in ctx.segments)
+    context_location = _context_location(ctx, offload_fallback) if needs_context else None
+    if isinstance(context_location, str):
+        return Announcement([], context_location)
+    if _is_uuid(ctx.uid_msb, ctx.uid_lsb):
+        assert context_location is not None
+        parts.append((context_location, {"uidMsb": ctx.uid_msb or 0, "uidLsb": ctx.uid_lsb or 0, "segments": []}))
+    for i, seg in enumerate(ctx.segments):
+        if seg.driver_name:
+            where = OffloadLocation(seg.driver_name, dict(seg.driver_metadata))
+            if not where.locatable:
+                return Announcement([], f"offload segment {i} records driver {seg.driver_name!r} without a bucket: "
+                                        "its objects cannot be located, so the ledger stays listed")
+            own = {"driverName": where.driver, "driverMetadata": dict(where.metadata)}
+        else:
+            assert context_location is not None
+            where, own = context_location, {}
+        parts.append((where, {"uidMsb": 0, "uidLsb": 0,
+                              "segments": [{"uidMsb": seg.uid_msb or 0, "uidLsb": seg.uid_lsb or 0, **own}]}))
+    for where, ref in parts:
+        out.append(PendingDeleteLedgerInfo(**base, ledger_type=LedgerType.OFFLOAD_LEDGER, offload_context={
+            "uidMsb": ref["uidMsb"], "uidLsb": ref["uidLsb"], "driverName": where.driver,
+            "driverMetadata": dict(where.metadata), "segments": ref["segments"]}))
     return Announcement(out)
+
+
+def _context_location(ctx: OffloadContext, offload_fallback: OffloadLocation | None) -> OffloadLocation | str:
+    """Where the context's own objects are (and its segments without a location of their own);
+    or, as a string, why that cannot be told."""
+    if ctx.driver_name:
+        return OffloadLocation(ctx.driver_name, dict(ctx.driver_metadata))
+    if offload_fallback is None:
+        return ("it was offloaded but its offload context names no driver (an older broker's offload) and "
+                "managedLedgerOffloadDriver is not set; set it (with managedLedgerOffloadBucket/Region/"
+                "ServiceEndpoint) to the cluster's offload settings, or the offloaded copy would be orphaned")
+    target = offload_fallback.under(ctx.driver_metadata)
+    if not target.locatable:
+        return (f"its offload context names no driver and the fallback managedLedgerOffloadDriver "
+                f"{target.driver!r} has no managedLedgerOffloadBucket: the offloaded copy cannot be located")
+    return target
 
 
 def _is_uuid(msb: int | None, lsb: int | None) -> bool:
@@ -149,14 +187,6 @@ def _is_uuid(msb: int | None, lsb: int | None) -> bool:
 
 def _names_offloaded_objects(ctx: OffloadContext) -> bool:
     return _is_uuid(ctx.uid_msb, ctx.uid_lsb) or bool(ctx.segments)
-
-
-def _offload_ref(ctx: OffloadContext, target: OffloadLocation) -> dict:
-    return {
-        "uidMsb": ctx.uid_msb or 0, "uidLsb": ctx.uid_lsb or 0, "driverName": target.driver,
-        "driverMetadata": dict(target.metadata),
-        "segments": [{"uidMsb": s.uid_msb or 0, "uidLsb": s.uid_lsb or 0} for s in ctx.segments],
-    }
 
 
 def without(ml: ManagedLedgerInfo, removed: set[int]) -> ManagedLedgerInfo:
