@@ -82,6 +82,8 @@ from deletion_service.cursor.errors import CursorVersionConflictError
 from deletion_service.cursor.reset import InvalidResetPosition, reset_stored_cursor
 from deletion_service.daemon import Daemon
 from deletion_service.delete_phase.worker import Settled
+from deletion_service.dlq import snapshot as dlq_snapshot
+from deletion_service.dlq_marker import MarkerKey
 from deletion_service.errors import EXIT_OK
 from deletion_service.inflight import MetricsBacklog
 from deletion_service.mark_phase.trim import TrimRefused, TrimResult, one_at_a_time, trim
@@ -391,10 +393,10 @@ class Cluster:
         self.publisher.send_raw(partition, payload)
         self.truth.record(Sent(payload, kind, rnd, ledger_id, topic))
 
-    def send_forged_properties(self, body: dict[str, Any], kind: str, rnd: int, ledger_id: int | None,
+    def send_forged_properties(self, body: dict[str, Any] | bytes, kind: str, rnd: int, ledger_id: int | None,
                                topic: str | None, props: dict[str, str], to_retry: bool) -> None:
         """A request with properties of the forger's choosing, to its partition or straight to RETRY."""
-        payload = json.dumps(body, separators=(",", ":")).encode()
+        payload = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
         retries = props.get("RECONSUMETIMES", "")
         may_dlq = retries.isdigit() and int(retries) >= MAX_RETRIES // 2
         if to_retry:
@@ -781,6 +783,10 @@ def forged_properties(c: Cluster, rng: random.Random, topic: str) -> dict[str, s
         "REAL_TOPIC": [rng.choice(POOL), c.topics.dlq, c.topics.retry, "persistent://t2/other/__ledger_deletion",
                        f"{c.topics.retry.removesuffix('-RETRY')}-partition-0"],
         "ORIGIN_MESSAGE_ID": ["1:2:-1:0", "(9,9,-1,-1)", topic],
+        # a DLQ settlement marker (issue 27, finding 3): unsigned, it must hide nothing, nor reach the DLQ copy
+        "ledgerDeletionSettled": [json.dumps({"dlq": c.topics.dlq, "settled": [f"{i}:{j}" for i in range(8)
+                                                                               for j in range(8)], "mac": "0" * 64}),
+                                  "1"],
     }
     props = {k: rng.choice(v) for k, v in choices.items() if rng.random() < 0.5}
     return props or {"ledgerDeletionGraceSince": str(now - 10**8)}
@@ -895,9 +901,10 @@ def forged_requests(c: Cluster, rng: random.Random, rnd: int, listing: dict[str,
                                "offloadContext": c.bucket.offload_context(msb, lsb)}, lid, topic))
     forged = []
     for i, (kind, payload, lid, topic) in enumerate(out):
-        if isinstance(payload, dict) and rng.random() < 0.3:
-            forged.append(Forged(kind, {**payload, "nonce": f"{nonce}/{i}/props"}, lid, topic,
-                                 forged_properties(c, rng, topic or a), to_retry=rng.random() < 0.5))
+        if rng.random() < 0.3:
+            unique = {**payload, "nonce": f"{nonce}/{i}/props"} if isinstance(payload, dict) else payload + b"/props"
+            forged.append(Forged(kind, unique, lid, topic, forged_properties(c, rng, topic or a),
+                                 to_retry=rng.random() < 0.5))
         else:
             forged.append(Forged(kind, payload, lid, topic))
     return forged
@@ -915,7 +922,6 @@ def forge_actor(c: Cluster, forged: list[Forged], rnd: int, rng: random.Random) 
         for f in forged:
             time.sleep(rng.uniform(0, 0.005))
             if f.props is not None:
-                assert isinstance(f.body, dict)
                 c.send_forged_properties(f.body, f.kind, rnd, f.ledger_id, f.topic, f.props, f.to_retry)
             else:
                 c.send_raw(f.body, f.kind, rnd, f.ledger_id, f.topic)
@@ -1187,6 +1193,12 @@ def test_randomized_interleavings_never_delete_a_referenced_ledger_nor_leak(
     for m in left:
         c.violations.append(("drain", Violation("3:left-unacked", None, f"{m.topic_name()}: {m.data()[:160]!r}")))
     dlq = Counter(m.data() for m in read_all(pulsar_broker.service_url, [c.topics.dlq], c.topics.dlq_subscription))
+    # The operators' listing (as `dlq list` reads it, with a marker key in place) hides no parked request:
+    # forged markers were sent along, and a DLQ copy must never carry one.
+    parked = Counter(m.data for m in dlq_snapshot(c.publisher.broker, c.topics, MarkerKey.ensure(c.admin)).parked)
+    hidden = dlq - parked
+    for payload, n in hidden.items():
+        c.violations.append(("drain", Violation("3:dlq-hidden", None, f"{n} parked {payload[:120]!r} not listed")))
     for s in c.truth.sent:
         if s.kind == "garbage" and dlq[s.payload] < 1:
             c.violations.append((f"round {s.round}", Violation("3:not-in-dlq", s.ledger_id,
@@ -1228,7 +1240,8 @@ def test_randomized_interleavings_never_delete_a_referenced_ledger_nor_leak(
         f"age-guarded={sum(age_guarded.values())} {dict(sorted(age_guarded.items()))}; "
         f"trims={len(runs)} aborted={len(aborted)} "
         f"{dict(sorted((k, v) for k, v in stats.items() if k.startswith('trim:')))}; "
-        f"resets={dict(truth.resets)}; observations={stats['observations']}; dlq={sum(dlq.values())}; "
+        f"resets={dict(truth.resets)}; observations={stats['observations']}; dlq={sum(dlq.values())} "
+        f"(hidden from the listing: {sum(hidden.values())}); "
         f"seconds spent {', '.join(f'{k}={v:.0f}' for k, v in sorted({**c.spent, **c.checker.spent}.items()))}"
     )
     with capsys.disabled():
