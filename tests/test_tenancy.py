@@ -33,8 +33,8 @@ def cluster(zookeeper, tmp_path: Path):  # noqa: ANN001, ANN201 - a chroot of it
     with open_store(url) as store:
         writer = ClusterWriter(store)
         writer.ensure_layout()
-        for topic, ids in OWN.items():
-            writer.managed_ledger(topic, [])
+        for i, (topic, ids) in enumerate(OWN.items()):
+            writer.managed_ledger(topic, [1000 + i])  # its current ledger: the young ones below were trimmed
             for lid in ids:
                 writer.bk_ledger(lid, pulsar_custom_metadata(topic))
         writer.bk_ledger(FORGED, pulsar_custom_metadata(GLOBEX))
