@@ -76,11 +76,11 @@ def _from_full_name(name: str) -> TopicName:
 
 
 def owner(ledger: Row) -> tuple[str | None, str | None, str | None]:
-    """(topic, tenant, namespace) from the key the ledger's component uses; Nones if not a valid name."""
-    component = ledger["component"]
-    if component == "schema":
+    """(topic, tenant, namespace) from the key the ledger's kind uses; Nones if not a valid name."""
+    kind = ledger["kind"]
+    if kind == "schema":
         value, parse = ledger["schemaId"], _from_schema_id
-    elif component == "compacted-ledger":
+    elif kind == "compacted":
         value, parse = ledger["compactedTopic"], _from_full_name
     else:
         value, parse = ledger["managedLedger"], topic_from_managed_ledger_name
@@ -96,7 +96,7 @@ def owner(ledger: Row) -> tuple[str | None, str | None, str | None]:
 def reconcile(inv: Inventory, min_age_s: int, now_ms: int) -> Expected:
     cutoff = now_ms - min_age_s * 1000
     referenced = {r["ledgerId"] for r in inv.references}
-    live_topics = {t["topic"] for t in inv.topics}
+    hiding = {t["topic"] for t in inv.topics if t["hidden"] is not None}
     present = {b["ledgerId"] for b in inv.bk_ledgers}
     orphans = set()
     for b in inv.bk_ledgers:
@@ -106,11 +106,12 @@ def reconcile(inv: Inventory, min_age_s: int, now_ms: int) -> Expected:
             continue
         if b["ledgerId"] in referenced:
             continue
-        if b["component"] == "compacted-ledger" and b["compactedTopic"] in live_topics:
-            continue
-        topic, tenant, namespace = owner(b)
+        kind = b["kind"] or "other"
+        if kind == "compacted" and b["compactedTopic"] in hiding:
+            continue  # its topic's compaction cursor keeps its state in a cursor ledger
+        topic, tenant, namespace = owner({**b, "kind": kind})
         orphans.add((b["ledgerId"], topic, tenant, namespace, b["component"], b["cursor"], b["schemaId"],
-                     b["ctimeMs"], b["length"] if b["length"] is not None else 0))
+                     b["ctimeMs"], b["length"] if b["length"] is not None else 0, kind))
     missing = set()
     for r in inv.references:
         if r["ledgerId"] in present:
@@ -119,9 +120,37 @@ def reconcile(inv: Inventory, min_age_s: int, now_ms: int) -> Expected:
             continue
         missing.add((r["ledgerId"], r["kind"], r["topic"], r["detail"]))
     named_uuids = {o["uuid"] for o in inv.offload_references}
-    objects = {as_tuple(o, schemas.ORPHAN_OBJECTS) for o in inv.offloaded_objects
+    objects = {as_tuple({**o, "topic": object_topic(inv, o)}, schemas.ORPHAN_OBJECTS) for o in inv.offloaded_objects
                if o["uuid"] is not None and o["uuid"] not in named_uuids and o["lastModifiedMs"] <= cutoff}
     return Expected(orphans, missing, objects)
+
+
+def _topic_of_ml(name: str | None) -> str | None:
+    topic = None if name is None else _topic_or_none(lambda: topic_from_managed_ledger_name(name))
+    return None if topic is None else str(topic)
+
+
+def object_topic(inv: Inventory, o: Row) -> str | None:
+    """Whose an orphan object is: the filesystem layout's managed-ledger directory, else the smallest
+    topic listing its ledger, else its ledger's own BookKeeper metadata (a data ledger's)."""
+    parts = o["name"].split("/")
+    if o["location"].startswith("filesystem://") and len(parts) == 5:
+        return _topic_of_ml("/".join(parts[:4]))
+    if o["ledgerId"] is None:
+        return None
+    listing = sorted(r["topic"] for r in inv.references if r["kind"] == "ledger" and r["ledgerId"] == o["ledgerId"])
+    if listing:
+        return listing[0]
+    own = [b["managedLedger"] for b in inv.bk_ledgers
+           if b["ledgerId"] == o["ledgerId"] and b["kind"] == "data" and b["error"] is None]
+    return _topic_of_ml(own[0]) if own else None
+
+
+def by_kind(expected: Expected) -> dict[str, int]:
+    counts = dict.fromkeys(("data", "cursor", "schema", "compacted", "delayed-bucket", "other"), 0)
+    for o in expected.orphan_ledgers:
+        counts[o[9]] += 1
+    return counts
 
 
 # --------------------------------------------------------------------------- the report's numbers
@@ -146,12 +175,8 @@ def by_namespace(inv: Inventory, expected: Expected) -> dict[tuple[str, str], li
         key = (o[2] or UNKNOWN, o[3] or UNKNOWN)
         totals[key][0] += 1
         totals[key][1] += o[8]
-    owners: dict[int, str] = {}
-    for r in inv.references:
-        if r["kind"] == "ledger":
-            owners[r["ledgerId"]] = min(owners.get(r["ledgerId"], r["topic"]), r["topic"])
     for obj in expected.orphan_objects:
-        topic = owners.get(obj[3]) if obj[3] is not None else None
+        topic = obj[7]  # ORPHAN_OBJECTS.topic: object_topic's
         parsed = None if topic is None else _topic_or_none(lambda t=topic: _from_full_name(t))
         key = (parsed.tenant, f"{parsed.tenant}/{parsed.namespace}") if parsed else (UNKNOWN, UNKNOWN)
         totals[key][2] += 1

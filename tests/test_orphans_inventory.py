@@ -245,26 +245,28 @@ def test_bk_ledgers_reads_every_ledger_znode(seeded: Seeded) -> None:
     except ValueError as e:
         undecodable_error = f"FormatError: {e}"
     expected = [
-        (10, "CLOSED", OLD_MS, 1024, *_meta(T1), None),
-        (13, "CLOSED", OLD_MS, 1024, *_meta(T1), None),
-        (14, "CLOSED", OLD_MS, 1024, *_meta(T1), None),
-        (15, "CLOSED", OLD_MS, 1024, *_meta(T1), None),
-        (20, "CLOSED", OLD_MS, 200, *_meta(T1, "sub one"), None),
-        (21, "CLOSED", OLD_MS, 300, "pulsar", "compacted-ledger", None, None, None, T1, compacted, None),
-        (22, "CLOSED", OLD_MS, 50, "pulsar", "schema", None, None, "tenant-a/ns1/orders", None, schema_meta[22], None),
-        (30, "CLOSED", OLD_MS, 1024, *_meta(T2), None),
-        (40, "CLOSED", OLD_MS, 60, "pulsar", "schema", None, None, "tenant-c/ns3/gone", None, schema_meta[40], None),
-        (50, "CLOSED", OLD_MS, 5000, *_meta(T1), None),
-        (51, "CLOSED", YOUNG_MS, 1024, *_meta(T1), None),
-        (52, "CLOSED", OLD_MS, 1024, "hbase", None, None, None, None, None, (("application", "hbase"),), None),
-        (53, "OPEN", OLD_MS, 0, *_meta(T1), None),
-        (54, "IN_RECOVERY", OLD_MS, 0, *_meta(T1), None),
-        (55, None, seeded.znode_ctime[55], None, None, None, None, None, None, None, None, undecodable_error),
+        (10, "CLOSED", OLD_MS, 1024, *_meta(T1), None, "data"),
+        (13, "CLOSED", OLD_MS, 1024, *_meta(T1), None, "data"),
+        (14, "CLOSED", OLD_MS, 1024, *_meta(T1), None, "data"),
+        (15, "CLOSED", OLD_MS, 1024, *_meta(T1), None, "data"),
+        (20, "CLOSED", OLD_MS, 200, *_meta(T1, "sub one"), None, "cursor"),
+        (21, "CLOSED", OLD_MS, 300, "pulsar", "compacted-ledger", None, None, None, T1, compacted, None, "compacted"),
+        (22, "CLOSED", OLD_MS, 50, "pulsar", "schema", None, None, "tenant-a/ns1/orders", None, schema_meta[22], None,
+         "schema"),
+        (30, "CLOSED", OLD_MS, 1024, *_meta(T2), None, "data"),
+        (40, "CLOSED", OLD_MS, 60, "pulsar", "schema", None, None, "tenant-c/ns3/gone", None, schema_meta[40], None,
+         "schema"),
+        (50, "CLOSED", OLD_MS, 5000, *_meta(T1), None, "data"),
+        (51, "CLOSED", YOUNG_MS, 1024, *_meta(T1), None, "data"),
+        (52, "CLOSED", OLD_MS, 1024, "hbase", None, None, None, None, None, (("application", "hbase"),), None, "other"),
+        (53, "OPEN", OLD_MS, 0, *_meta(T1), None, "data"),
+        (54, "IN_RECOVERY", OLD_MS, 0, *_meta(T1), None, "data"),
+        (55, None, seeded.znode_ctime[55], None, None, None, None, None, None, None, None, undecodable_error, None),
         (56, "CLOSED", seeded.znode_ctime[56], 9, "pulsar", None, None, None, None, None,
-         (("application", "pulsar"), ("note", "\ufffd-bin")), None),
-        (LONG_ID, "CLOSED", OLD_MS, 7, *_meta(T2), None),
+         (("application", "pulsar"), ("note", "\ufffd-bin")), None, "other"),
+        (LONG_ID, "CLOSED", OLD_MS, 7, *_meta(T2), None, "data"),
         (NO_ACCESS, None, None, None, None, None, None, None, None, None, None,
-         "MetadataStoreError: ZooKeeper refused access to /ledgers/00/0000/L0057: check the digest credentials"),
+         "MetadataStoreError: ZooKeeper refused access to /ledgers/00/0000/L0057: check the digest credentials", None),
     ]
     assert seeded.inventories.bk_ledgers.schema == BK_LEDGERS
     assert rows(seeded.inventories.bk_ledgers) == sorted(expected, key=repr)
@@ -323,8 +325,8 @@ def test_offload_references_name_each_uuid_and_where_it_went(seeded: Seeded) -> 
 
 
 def test_topics_are_the_managed_ledgers_that_exist(seeded: Seeded) -> None:
-    assert rows(seeded.inventories.topics) == sorted([(T1, "tenant-a", "tenant-a/ns1"),
-                                                      (T2, "tenant-b", "tenant-b/ns2")], key=repr)
+    assert rows(seeded.inventories.topics) == sorted([(T1, "tenant-a", "tenant-a/ns1", None),
+                                                      (T2, "tenant-b", "tenant-b/ns2", None)], key=repr)
 
 
 @pytest.mark.parametrize("path,data,error", [
@@ -420,11 +422,11 @@ def test_scope_names_locations_the_same_way_on_both_sides(tmp_path: Path) -> Non
 def _small_inventories(spark) -> Inventories:  # noqa: ANN001
     data = {
         "bk_ledgers": [(1, "CLOSED", 5, 10, "pulsar", "managed-ledger", "t/ns/persistent/x", None, None, None,
-                        {"application": "pulsar"}, None), (2, None, None, None, None, None, None, None, None, None,
-                                                          None, "FormatError: bad")],
+                        {"application": "pulsar"}, None, "other"),
+                       (2, None, None, None, None, None, None, None, None, None, None, "FormatError: bad", None)],
         "references": [(1, "ledger", "persistent://t/ns/x", None, False, False)],
         "offload_references": [(java_uuid(1, 1), 1, "persistent://t/ns/x", "s3://b")],
-        "topics": [("persistent://t/ns/x", "t", "t/ns")],
+        "topics": [("persistent://t/ns/x", "t", "t/ns", None)],
         "offloaded_objects": [("s3://b", "k", None, None, "other", 3, 4)],
     }
     return Inventories(**{name: spark.createDataFrame(data[name], INVENTORIES[name]) for name in INVENTORIES})
@@ -443,12 +445,14 @@ def test_snapshot_round_trip(spark, tmp_path: Path) -> None:  # noqa: ANN001
 def test_snapshot_with_a_wrong_or_missing_table_is_refused(spark, tmp_path: Path) -> None:  # noqa: ANN001
     snap = tmp_path / "snap"
     snapshot.write(_small_inventories(spark), snap)
-    renamed = spark.createDataFrame([("persistent://t/ns/x", "t", 1)], "topic string, tenant string, ns long")
+    renamed = spark.createDataFrame([("persistent://t/ns/x", "t", 1, None)],
+                                    "topic string, tenant string, ns long, hidden string")
     renamed.write.mode("overwrite").parquet(str(snap / "topics.parquet"))
     with pytest.raises(UserError, match=r"topics\.parquet does not have the expected columns: missing namespace; "
                                         r"unexpected ns"):
         snapshot.read(spark, snap)
-    retyped = spark.createDataFrame([("persistent://t/ns/x", "t", 1)], "topic string, tenant string, namespace long")
+    retyped = spark.createDataFrame([("persistent://t/ns/x", "t", 1, None)],
+                                    "topic string, tenant string, namespace long, hidden string")
     retyped.write.mode("overwrite").parquet(str(snap / "topics.parquet"))
     with pytest.raises(UserError, match="namespace is bigint, expected string"):
         snapshot.read(spark, snap)

@@ -16,6 +16,7 @@ from deletion_service.orphans import schemas
 from deletion_service.orphans.reconcile import age_buckets, reconcile, summarize
 from deletion_service.orphans.summary import MISSING_SHOWN, ReportData
 from deletion_service.orphans.tables import Inventories, Results
+from deletion_service.reference_model import ledger_kind
 from tests import orphan_reference as ref
 
 NOW = 1_700_000_000_000
@@ -31,10 +32,12 @@ def ledger(ledger_id: int, *, application: str | None = "pulsar", state: str | N
            ctime: int | None = OLD, length: int | None = 1000, component: str | None = "managed-ledger",
            managed_ledger: str | None = "t1/ns1/persistent/orders", cursor: str | None = None,
            schema_id: str | None = None, compacted_topic: str | None = None, error: str | None = None) -> dict:
-    custom = {k: v for k, v in (("application", application), ("component", component)) if v is not None}
+    custom = {k: v for k, v in (("application", application), ("component", component), ("pulsar/cursor", cursor))
+              if v is not None}
     return {"ledgerId": ledger_id, "state": state, "ctimeMs": ctime, "length": length, "application": application,
             "component": component, "managedLedger": managed_ledger, "cursor": cursor, "schemaId": schema_id,
-            "compactedTopic": compacted_topic, "customMetadata": custom, "error": error}
+            "compactedTopic": compacted_topic, "customMetadata": custom, "error": error,
+            "kind": None if error is not None else ledger_kind(custom).value}
 
 
 def reference(ledger_id: int, kind: str = "ledger", topic: str = ORDERS, detail: str | None = None,
@@ -49,9 +52,9 @@ def obj(name: str, uid: str | None, ledger_id: int | None, kind: str, modified: 
             "size": size, "lastModifiedMs": modified}
 
 
-def topic(name: str) -> dict:
+def topic(name: str, hidden: str | None = None) -> dict:
     tenant, ns, _ = name.removeprefix("persistent://").split("/")
-    return {"topic": name, "tenant": tenant, "namespace": f"{tenant}/{ns}"}
+    return {"topic": name, "tenant": tenant, "namespace": f"{tenant}/{ns}", "hidden": hidden}
 
 
 def frames(spark, inv: ref.Inventory) -> Inventories:
@@ -71,7 +74,9 @@ def collected(results: Results) -> ref.Expected:
 
 # --------------------------------------------------------------------------- hand-built cases
 
-LIVE_UUID, DEAD_UUID, YOUNG_UUID, SEGMENT_UUID, EXACT_UUID = (str(uuidlib.UUID(int=i)) for i in range(1, 6))
+LIVE_UUID, DEAD_UUID, YOUNG_UUID, SEGMENT_UUID, EXACT_UUID, FS_UUID = (str(uuidlib.UUID(int=i)) for i in range(1, 7))
+BUCKET = "delayed-index-bucket"
+HIDDEN = "the __compaction cursor keeps its state in cursor ledger 99"
 
 
 def hand_built() -> ref.Inventory:
@@ -83,7 +88,7 @@ def hand_built() -> ref.Inventory:
         ledger(5, state="OPEN"),
         ledger(6, state="IN_RECOVERY"),
         ledger(7, state=None, application=None, component=None, managed_ledger=None, error="cannot decode"),
-        ledger(8, component="compacted-ledger", managed_ledger=None, compacted_topic=ORDERS),  # topic exists
+        ledger(8, component="compacted-ledger", managed_ledger=None, compacted_topic=ORDERS),  # no cursor names it
         ledger(9, component="compacted-ledger", managed_ledger=None, compacted_topic="persistent://t1/ns1/gone"),
         ledger(10, cursor="sub1"),  # referenced cursor ledger
         ledger(11, cursor="sub2", length=7000),  # unreferenced cursor ledger
@@ -94,6 +99,11 @@ def hand_built() -> ref.Inventory:
         ledger(16, ctime=None),  # no creation time: never a candidate
         ledger(17, ctime=CUTOFF),  # exactly min-age old: orphan
         ledger(18, ctime=CUTOFF + 1),  # a millisecond too young
+        ledger(19, component="compacted-ledger", managed_ledger=None, compacted_topic=EVENTS),  # EVENTS hides it
+        ledger(20, component="compacted-ledger", managed_ledger=None, compacted_topic=ORDERS),  # named: live
+        ledger(21, component=BUCKET, cursor="sub1"),  # a live bucket: a cursor property names it
+        ledger(22, component=BUCKET, cursor="gone-sub", length=300),  # an orphaned bucket (#22802)
+        ledger(23, component="something-new"),  # a Pulsar component we do not know: reported (kind other)
     ]
     refs = [
         reference(1), reference(10, "cursor", detail="sub1"), reference(13, "schema", detail="t1/ns1/orders"),
@@ -103,6 +113,8 @@ def hand_built() -> ref.Inventory:
         reference(102, "cursor", detail="sub3"), reference(102, "cursor", detail="sub3"),  # missing, once
         reference(103),  # plain missing
         reference(104, "schema", topic=EVENTS, detail="t1/ns2/events", offloaded=True, bookkeeper_deleted=True),
+        reference(20, "compacted"), reference(21, "delayed-bucket", detail="sub1"),
+        reference(105, "delayed-bucket", detail="sub1"),  # a bucket snapshot gone from BookKeeper: missing
     ]
     offload_refs = [{"uuid": LIVE_UUID, "ledgerId": 100, "topic": ORDERS, "location": "aws-s3://bucket"}]
     objects = [
@@ -114,17 +126,21 @@ def hand_built() -> ref.Inventory:
         obj(SEGMENT_UUID, SEGMENT_UUID, None, "segment", size=9000),
         obj("notes/readme.txt", None, None, "other"),
         obj(f"{EXACT_UUID}-ledger-9", EXACT_UUID, 9, "data", modified=CUTOFF),
+        obj(f"{FS_UUID}-ledger-2", FS_UUID, 2, "data"),  # an orphan data ledger's: its metadata names ORDERS
+        obj(f"t1/ns2/persistent/events/77-{FS_UUID}", FS_UUID, 77, "data", location="filesystem:///base"),
     ]
-    return ref.Inventory(bk, refs, offload_refs, [topic(ORDERS), topic(EVENTS)], objects)
+    return ref.Inventory(bk, refs, offload_refs, [topic(ORDERS), topic(EVENTS, HIDDEN)], objects)
 
 
 def orphan_row(ledger_id: int, topic_name: str | None, component: str = "managed-ledger", cursor: str | None = None,
-               schema_id: str | None = None, ctime: int = OLD, length: int = 1000) -> tuple:
+               schema_id: str | None = None, ctime: int = OLD, length: int = 1000, kind: str | None = None) -> tuple:
     tenant = namespace = None
     if topic_name is not None:
         tenant, ns, _ = topic_name.removeprefix("persistent://").split("/", 2)
         namespace = f"{tenant}/{ns}"
-    return (ledger_id, topic_name, tenant, namespace, component, cursor, schema_id, ctime, length)
+    kind = kind or ledger_kind({"application": "pulsar", "component": component,
+                                **({"pulsar/cursor": cursor} if cursor else {})}).value
+    return (ledger_id, topic_name, tenant, namespace, component, cursor, schema_id, ctime, length, kind)
 
 
 def test_hand_built_cases_classify_exactly(spark) -> None:
@@ -132,21 +148,27 @@ def test_hand_built_cases_classify_exactly(spark) -> None:
     got = collected(reconcile(frames(spark, inv), MIN_AGE_S, NOW))
     assert got.orphan_ledgers == {
         orphan_row(2, ORDERS),
-        orphan_row(9, "persistent://t1/ns1/gone", component="compacted-ledger"),
+        orphan_row(8, ORDERS, component="compacted-ledger"),  # its topic lives, but no compaction cursor names it
+        orphan_row(9, "persistent://t1/ns1/gone", component="compacted-ledger"),  # its topic is gone (#21745)
         orphan_row(11, ORDERS, cursor="sub2", length=7000),
         orphan_row(12, EVENTS, component="schema", schema_id="t1/ns2/events"),
         orphan_row(14, "persistent://t2/ns/my topicé"),
         orphan_row(15, None),
         orphan_row(17, ORDERS, ctime=CUTOFF),
+        orphan_row(22, ORDERS, component=BUCKET, cursor="gone-sub", length=300),
+        orphan_row(23, ORDERS, component="something-new"),
     }
     assert got.missing_ledgers == {
         (101, "ledger", ORDERS, None),
         (102, "cursor", ORDERS, "sub3"),
         (103, "ledger", ORDERS, None),
         (104, "schema", EVENTS, "t1/ns2/events"),  # only a data ledger can be offloaded away
+        (105, "delayed-bucket", ORDERS, "sub1"),
     }
-    assert {row[1] for row in got.orphan_objects} == {
-        f"{DEAD_UUID}-ledger-1", f"{DEAD_UUID}-ledger-1-index", SEGMENT_UUID, f"{EXACT_UUID}-ledger-9"}
+    assert {(row[1], row[-1]) for row in got.orphan_objects} == {
+        (f"{DEAD_UUID}-ledger-1", ORDERS), (f"{DEAD_UUID}-ledger-1-index", ORDERS),  # ledger 1's list: ORDERS
+        (SEGMENT_UUID, None), (f"{EXACT_UUID}-ledger-9", None),  # 9 is a compacted ledger, listed nowhere
+        (f"{FS_UUID}-ledger-2", ORDERS), (f"t1/ns2/persistent/events/77-{FS_UUID}", EVENTS)}
     assert got == ref.reconcile(inv, MIN_AGE_S, NOW)
 
 
@@ -161,7 +183,7 @@ def test_min_age_zero_makes_young_ledgers_candidates(spark) -> None:
     inv = hand_built()
     got = collected(reconcile(frames(spark, inv), 0, NOW))
     ids = {row[0] for row in got.orphan_ledgers}
-    assert {3, 18} <= ids and not ids & {1, 4, 5, 6, 7, 8, 10, 13, 16}
+    assert {3, 18} <= ids and not ids & {1, 4, 5, 6, 7, 10, 13, 16, 19, 20, 21}
     assert f"{YOUNG_UUID}-ledger-5" in {row[1] for row in got.orphan_objects}
 
 
@@ -220,12 +242,13 @@ def random_inventory(rng: random.Random, n: int = 300) -> ref.Inventory:
             lid, application=rng.choice(["pulsar"] * 4 + ["other", None]),
             state=rng.choice(["CLOSED"] * 4 + ["OPEN", "IN_RECOVERY", None]), ctime=rng.choice(ctimes),
             length=rng.choice([None, 0, rng.randint(1, 10**9)]),
-            component=rng.choice(["managed-ledger"] * 3 + ["schema", "compacted-ledger", None, "other"]),
+            component=rng.choice(["managed-ledger"] * 3 + ["schema", "compacted-ledger", BUCKET, None, "other"]),
             managed_ledger=rng.choice([f"{tenant}/{ns}/persistent/{local}", None, "bad/name"]),
             cursor=rng.choice([None, None, "sub"]), schema_id=rng.choice([f"{tenant}/{ns}/{local}", None]),
             compacted_topic=rng.choice([topic_name, "persistent://t9/ns/gone", None]),
             error=rng.choice([None] * 6 + ["unreadable"])))
-    refs = [reference(rng.randrange(2 * n), rng.choice(["ledger", "ledger", "cursor", "schema", "compacted"]),
+    refs = [reference(rng.randrange(2 * n), rng.choice(["ledger", "ledger", "cursor", "schema", "compacted",
+                                                        "delayed-bucket"]),
                       rng.choice(TOPICS_POOL), rng.choice([None, "sub", "t0/ns0/topic-0"]),
                       rng.random() < 0.3, rng.random() < 0.3) for _ in range(n)]
     uuids = [str(uuidlib.UUID(int=rng.getrandbits(128))) for _ in range(40)]
@@ -235,9 +258,14 @@ def random_inventory(rng: random.Random, n: int = 300) -> ref.Inventory:
     for i in range(n // 2):
         u = rng.choice(uuids + [None])
         lid = rng.choice([None, rng.randrange(2 * n)])
-        objects.append(obj(f"o{i}", u, lid, rng.choice(["data", "index", "segment", "other"]),
-                           modified=rng.choice([CUTOFF, CUTOFF + 1, YOUNG, OLD]), size=rng.randint(0, 10**6)))
-    topics = [topic(t) for t in rng.sample(TOPICS_POOL, 5)]
+        on_fs = rng.random() < 0.2
+        tenant, ns, local = rng.choice(TOPICS_POOL).removeprefix("persistent://").split("/")
+        name = f"{tenant}/{ns}/persistent/{local}"
+        objects.append(obj(f"{name}/{lid}-{u}" if on_fs else f"o{i}", u, lid,
+                           rng.choice(["data", "index", "segment", "other"]),
+                           modified=rng.choice([CUTOFF, CUTOFF + 1, YOUNG, OLD]), size=rng.randint(0, 10**6),
+                           location="filesystem:///base" if on_fs else "aws-s3://bucket"))
+    topics = [topic(t, rng.choice([None, HIDDEN])) for t in rng.sample(TOPICS_POOL, 5)]
     return ref.Inventory(bk, refs, offload_refs, topics, objects)
 
 
@@ -260,6 +288,7 @@ def check_summary(spark, inv: ref.Inventory, min_age_s: int) -> ReportData:
     expected = ref.reconcile(inv, min_age_s, NOW)
     counts = ref.summary_counts(inv, expected)
     assert {k: getattr(data.summary, k) for k in counts} == counts
+    assert data.summary.orphan_ledgers_by_kind == ref.by_kind(expected)
     assert (data.summary.min_age_s, data.summary.scanned_at_ms) == (min_age_s, NOW)
     totals = {(t.tenant, t.namespace): [t.orphan_ledgers, t.orphan_ledger_bytes, t.orphan_objects,
                                         t.orphan_object_bytes] for t in data.by_namespace}
@@ -278,9 +307,13 @@ def check_summary(spark, inv: ref.Inventory, min_age_s: int) -> ReportData:
 
 def test_summary_of_the_hand_built_cases(spark) -> None:
     data = check_summary(spark, hand_built(), MIN_AGE_S)
-    assert data.summary.to_json()["orphanLedgers"] == 7
+    assert data.summary.to_json()["orphanLedgers"] == 10
+    assert data.summary.to_json()["orphanLedgersByKind"] == {"data": 4, "cursor": 1, "schema": 1, "compacted": 2,
+                                                             "delayed-bucket": 1, "other": 1}
     namespaces = {t.namespace: t for t in data.by_namespace}
-    assert namespaces["t1/ns1"].orphan_objects == 2  # the abandoned offload of ledger 1, through its ledger list
+    # the abandoned offload of ledger 1 (through its ledger list) and ledger 2's (through its own metadata)
+    assert namespaces["t1/ns1"].orphan_objects == 3
+    assert namespaces["t1/ns2"].orphan_objects == 1  # the filesystem layout's directory names EVENTS
     assert namespaces["(unknown)"].orphan_ledgers == 1 and namespaces["(unknown)"].orphan_objects == 2
 
 

@@ -76,7 +76,7 @@ def _open(browser: Browser, path: Path) -> Opened:
     return opened
 
 
-def _summary(**overrides: int) -> ScanSummary:
+def _summary(**overrides: object) -> ScanSummary:
     values = dict(orphan_ledgers=0, orphan_offloaded_objects=0, missing_ledgers=0, orphan_ledger_bytes=0,
                   orphan_object_bytes=0, scanned_ledgers=12_000, references=11_500, scanned_objects=300,
                   min_age_s=7 * DAY_S, scanned_at_ms=SCANNED_AT_MS)
@@ -193,3 +193,19 @@ def test_data_never_reaches_the_page_as_markup() -> None:
                                     (3 * 1024**6, "3072.0 PiB")])
 def test_human_bytes(n: int, text: str) -> None:
     assert report.human_bytes(n) == text
+
+
+def test_orphan_ledgers_are_shown_by_kind() -> None:
+    """Each kind is reclaimed through its own request type, so the page and summary.json count each."""
+    by_kind = {"data": 3, "cursor": 1, "schema": 0, "compacted": 2, "delayed-bucket": 4, "other": 0}
+    sizes = {**dict.fromkeys(by_kind, 0), "compacted": 3 * GIB, "delayed-bucket": 2048}
+    summary = _summary(orphan_ledgers=10, orphan_ledgers_by_kind=by_kind, orphan_ledger_bytes_by_kind=sizes)
+    html = report.render(ReportData(summary, [NamespaceTotals("t", "t/ns", 10, 3 * GIB, 0, 0)]))
+    section = html[html.index('id="kinds"'):html.index("</section>", html.index('id="kinds"'))]
+    for label, n, size in (("Data ledgers", "3", "0 B"), ("Cursor ledgers", "1", "0 B"), ("Schema ledgers", "0", "0 B"),
+                           ("Compacted-topic ledgers", "2", "3.0 GiB"), ("Delayed-delivery buckets", "4", "2.0 KiB")):
+        assert f'<td class="name">{label}</td><td class="n">{n}</td><td class="n">{size}</td>' in section, label
+    assert "Other Pulsar ledgers" not in section  # shown only when there are some
+    as_json = summary.to_json()
+    assert (as_json["orphanLedgers"], as_json["orphanLedgersByKind"]) == (10, by_kind)
+    assert all(isinstance(as_json[k], int) for k in ("orphanLedgers", "orphanOffloadedObjects", "missingLedgers"))

@@ -33,6 +33,10 @@ def scan_registry(summary: ScanSummary) -> CollectorRegistry:
          summary.scanned_at_ms / 1000),
     ):
         Gauge(f"{PREFIX}_scan_{name}", doc, registry=registry).set(value)
+    by_kind = Gauge(f"{PREFIX}_scan_orphan_ledgers_by_kind", "Orphan ledgers per kind (data, cursor, schema, "
+                    "compacted, delayed-bucket, other)", ["kind"], registry=registry)
+    for kind, n in summary.orphan_ledgers_by_kind.items():
+        by_kind.labels(kind=kind).set(n)
     return registry
 
 

@@ -10,10 +10,15 @@ The rules, and why each errs on the side of keeping data:
 
 * an **orphan ledger** is a Pulsar ledger (``application=pulsar``), CLOSED, readable
   (an unreadable node proves nothing), created at least ``min_age_s`` ago (a ledger
-  is created before the managed ledger lists it, so a young one may be in flight),
-  that no reference of any kind names, and that is not the compacted ledger of a
-  topic that still exists (that reference lives only in a cursor ledger, which we
-  cannot read: see the design's "What we cannot see");
+  is created before its reference is written, so a young one may be in flight),
+  that no reference of any kind names (the references are the reference model's, the
+  delete phase's: data, cursor, schema, compacted, delayed-bucket), and that is not a
+  compacted ledger of a topic whose references the metadata store hides
+  (``TopicMetadata.hidden``: its ``__compaction`` cursor keeps its state in a cursor
+  ledger, which may name a newer compacted ledger than its node).  So a compacted
+  ledger whose topic is gone (upstream leak #21745), has no compaction cursor, or whose
+  visible compaction cursor names another ledger is an orphan; and a bucket ledger no
+  cursor property names (its subscription gone, or the bucket merged away: #22802) is one;
 * an **orphan offloaded object** has an offload name (a uuid) that no offload
   context names, and was last modified at least ``min_age_s`` ago (an offload writes
   its objects before the managed ledger records the context).  The uuid alone
@@ -21,12 +26,15 @@ The rules, and why each errs on the side of keeping data:
 * a **missing ledger** is referenced but has no node in BookKeeper — except a data
   ledger whose offload context says the BookKeeper copy was deleted on purpose.
 
-An orphan's topic comes from its *own* metadata, keyed by its component (schema →
-``pulsar/schemaId``, compacted-ledger → ``pulsar/compactedTopic``, otherwise
+An orphan's topic comes from its *own* metadata, keyed by its kind (schema →
+``pulsar/schemaId``, compacted → ``pulsar/compactedTopic``, otherwise
 ``pulsar/managed-ledger``), decoded exactly as :mod:`metastore.formats.pulsar_paths`
 does and null when the value is not a well-formed name: the delete phase checks a
 request against the same key, so a topic guessed from another key would only be
-dead-lettered.
+dead-lettered.  An orphan object's topic is what proves whose it is: the managed-ledger
+directory the filesystem layout put it under, else the managed ledger that lists its
+ledger (a stale uuid of a failed earlier offload), else that ledger's own BookKeeper
+metadata; the delete phase then verifies the object's index names that topic.
 """
 
 from __future__ import annotations
@@ -44,13 +52,16 @@ from deletion_service.orphans.summary import (
     ScanSummary,
 )
 from deletion_service.orphans.tables import Inventories, Results
-from metastore.formats.custom_metadata import APPLICATION_PULSAR, COMPONENT_COMPACTED_LEDGER, COMPONENT_SCHEMA
+from deletion_service.reference_model import LedgerKind, ReferenceKind
+from metastore.formats.custom_metadata import APPLICATION_PULSAR
 from metastore.formats.pulsar_paths import DOMAIN
 
 #: BookKeeper's state of a ledger that no writer will ever append to again.
 STATE_CLOSED = "CLOSED"
 #: REFERENCES.kind of a managed ledger's own ledger list (the only kind an offload can make absent).
-KIND_LEDGER = "ledger"
+KIND_LEDGER = ReferenceKind.LEDGER.value
+#: Where the filesystem driver's objects are listed (``inventory.locations``' location strings).
+_FILESYSTEM_LOCATION = "filesystem://"
 #: Namespace (and tenant) of orphans whose metadata names no topic.
 UNKNOWN = "(unknown)"
 #: Upper edges of the age histogram's buckets (seconds); the first bucket starts at ``min_age_s``.
@@ -82,20 +93,22 @@ def orphan_ledgers(inv: Inventories, cutoff_ms: int) -> DataFrame:
     """Candidates (Pulsar's, CLOSED, readable, created at or before ``cutoff_ms``) that nothing references.
     A length the metadata did not record counts as 0 bytes (nothing to promise as reclaimable).
 
-    The compacted ledgers of live topics are dropped after the one large anti-join, from the few
-    unreferenced candidates left.  Every other ledger gets a join key no topic has (its id), so
-    that join never hashes millions of null ``compactedTopic`` values into one task."""
+    The compacted ledgers of topics that hide their compacted ledger are dropped after the one
+    large anti-join, from the few unreferenced candidates left.  Every other ledger gets a join key
+    no topic has (its id), so that join never hashes millions of null ``compactedTopic`` values
+    into one task."""
     candidates = inv.bk_ledgers.where((F.col("application") == APPLICATION_PULSAR)
                                       & (F.col("state") == STATE_CLOSED) & F.col("error").isNull()
                                       & F.col("ctimeMs").isNotNull() & (F.col("ctimeMs") <= F.lit(cutoff_ms)))
     candidates = candidates.select("ledgerId", "ctimeMs", F.coalesce("length", F.lit(0)).alias("length"),
-                                   "component", "managedLedger", "cursor", "schemaId", "compactedTopic")
+                                   "component", "managedLedger", "cursor", "schemaId", "compactedTopic",
+                                   F.coalesce("kind", F.lit(LedgerKind.OTHER.value)).alias("kind"))
     unreferenced = candidates.join(inv.references.select("ledgerId"), "ledgerId", "left_anti")
-    compacted_key = F.coalesce(F.when(F.col("component") == COMPONENT_COMPACTED_LEDGER, F.col("compactedTopic")),
+    compacted_key = F.coalesce(F.when(F.col("kind") == LedgerKind.COMPACTED.value, F.col("compactedTopic")),
                                F.concat(F.lit(_NOT_A_TOPIC), F.col("ledgerId").cast("string")))
-    live_topics = inv.topics.select(F.col("topic").alias("_compactedKey"))
+    hiding = inv.topics.where(F.col("hidden").isNotNull()).select(F.col("topic").alias("_compactedKey"))
     orphans = (unreferenced.withColumn("_compactedKey", compacted_key)
-               .join(live_topics, "_compactedKey", "left_anti").drop("_compactedKey"))
+               .join(hiding, "_compactedKey", "left_anti").drop("_compactedKey"))
     named = _with_owner_topic(orphans)
     return named.select(*(F.col(f.name) for f in schemas.ORPHAN_LEDGERS.fields))
 
@@ -114,12 +127,34 @@ def missing_ledgers(inv: Inventories) -> DataFrame:
 
 
 def orphan_objects(inv: Inventories, cutoff_ms: int) -> DataFrame:
-    """Offload-named objects, last modified at or before ``cutoff_ms``, whose uuid no offload context names."""
+    """Offload-named objects, last modified at or before ``cutoff_ms``, whose uuid no offload context
+    names, each with the topic that proves whose it is (see the module's docstring; null: none does)."""
     objects = inv.offloaded_objects.where(F.col("uuid").isNotNull()
                                           & (F.col("lastModifiedMs") <= F.lit(cutoff_ms)))
     named = inv.offload_references.select("uuid")
     orphans = objects.join(named, "uuid", "left_anti")
-    return orphans.select(*(F.col(f.name) for f in schemas.ORPHAN_OBJECTS.fields))
+    return _with_object_topic(orphans, inv).select(*(F.col(f.name) for f in schemas.ORPHAN_OBJECTS.fields))
+
+
+def _with_object_topic(orphans: DataFrame, inv: Inventories) -> DataFrame:
+    """Add ``topic``: the filesystem layout's managed-ledger directory (``<ml name>/<ledger>-<uuid>``),
+    else the smallest topic whose ledger list names the object's ledger, else the managed ledger
+    that ledger's own BookKeeper metadata names (a data ledger's).  Both lookups are first cut
+    to the orphans' ledger ids (usually few)."""
+    wanted = orphans.where(F.col("ledgerId").isNotNull()).select("ledgerId").distinct()
+    listed = (inv.references.where(F.col("kind") == KIND_LEDGER).join(wanted, "ledgerId", "left_semi")
+              .groupBy("ledgerId").agg(F.min("topic").alias("_listedBy")))
+    in_bk = (inv.bk_ledgers.where((F.col("kind") == LedgerKind.DATA.value) & F.col("error").isNull())
+             .join(wanted, "ledgerId", "left_semi").select("ledgerId", F.col("managedLedger").alias("_bkMl")))
+    fs_parts = F.split(F.col("name"), "/")
+    fs_ml = F.when(F.col("location").startswith(_FILESYSTEM_LOCATION) & (F.size(fs_parts) == 5),
+                   F.concat_ws("/", *(F.element_at(fs_parts, i) for i in range(1, 5))))
+    joined = (orphans.join(listed, "ledgerId", "left").join(in_bk, "ledgerId", "left")
+              .withColumn("_fsMl", fs_ml).withColumn("_ml", F.coalesce("_fsMl", "_bkMl")))
+    parts = F.split(F.col("_ml"), "/")
+    named = _with_topic(joined, parts, (F.size("_parts") == 4) & (_part(3) == DOMAIN), F.lit(True))
+    topic = F.when(F.col("_fsMl").isNotNull(), F.col("topic")).otherwise(F.coalesce("_listedBy", "topic"))
+    return named.withColumn("topic", topic).drop("_listedBy", "_bkMl", "_fsMl", "_ml", "tenant", "namespace")
 
 
 # --------------------------------------------------------------------------- topic names, as pulsar_paths reads them
@@ -140,11 +175,11 @@ def _full_name_parts(name: Column) -> Column:
     return F.when(name.startswith(_TOPIC_PREFIX), F.split(F.substring(name, len(_TOPIC_PREFIX) + 1, 1 << 30), "/"))
 
 
-def _owner_parts(component: Column) -> tuple[Column, Column, Column]:
-    """Step 1 for a ledger: ``(parts, well_formed, encoded)`` of the name its component's key holds —
+def _owner_parts(kind: Column) -> tuple[Column, Column, Column]:
+    """Step 1 for a ledger: ``(parts, well_formed, encoded)`` of the name its kind's key holds —
     managed ledger ``tenant/ns/persistent/<encoded local>``, schema id ``tenant/ns/<encoded base
     topic>``, compacted topic ``persistent://tenant/ns/<local>`` (a full name, not encoded)."""
-    is_schema, is_compacted = component == COMPONENT_SCHEMA, component == COMPONENT_COMPACTED_LEDGER
+    is_schema, is_compacted = kind == LedgerKind.SCHEMA.value, kind == LedgerKind.COMPACTED.value
     parts = (F.when(is_schema, F.split(F.col("schemaId"), "/"))
              .when(is_compacted, _full_name_parts(F.col("compactedTopic")))
              .otherwise(F.split(F.col("managedLedger"), "/")))
@@ -154,8 +189,8 @@ def _owner_parts(component: Column) -> tuple[Column, Column, Column]:
 
 
 def _with_owner_topic(ledgers: DataFrame) -> DataFrame:
-    """Add ``topic``, ``tenant`` and ``namespace`` from the metadata key the ledger's component uses."""
-    return _with_topic(ledgers, *_owner_parts(F.col("component")))
+    """Add ``topic``, ``tenant`` and ``namespace`` from the metadata key the ledger's kind uses."""
+    return _with_topic(ledgers, *_owner_parts(F.col("kind")))
 
 
 def _with_topic(df: DataFrame, parts: Column, well_formed: Column, encoded: Column) -> DataFrame:
@@ -213,26 +248,19 @@ def _bucket_index(ctime_ms: Column, buckets: list[tuple[str, int, int | None]], 
 
 
 def _ledger_groups(orphans: DataFrame, buckets: list[tuple[str, int, int | None]], now_ms: int) -> list:
-    """One Spark aggregation: orphan ledgers and bytes per (tenant, namespace, age bucket)."""
+    """One Spark aggregation: orphan ledgers and bytes per (tenant, namespace, age bucket, kind)."""
     return (orphans.groupBy(F.coalesce("tenant", F.lit(UNKNOWN)).alias("tenant"),
                             F.coalesce("namespace", F.lit(UNKNOWN)).alias("namespace"),
-                            _bucket_index(F.col("ctimeMs"), buckets, now_ms).alias("bucket"))
+                            _bucket_index(F.col("ctimeMs"), buckets, now_ms).alias("bucket"), "kind")
             .agg(F.count(F.lit(1)).alias("n"), F.sum("length").alias("bytes"))
             .collect())
 
 
-def _object_groups(orphans: DataFrame, references: DataFrame) -> list:
-    """Orphan objects and bytes per namespace.  An object is attributed to the topic whose ledger list
-    names its ledger id (a live ledger's earlier, abandoned offload); otherwise to "(unknown)".
-    Of several such topics the smallest name wins, so the attribution is deterministic.  The
-    references are first cut to the orphans' ledger ids (usually few: a broadcast), so the
-    aggregation never groups every reference of the cluster."""
-    wanted = orphans.where(F.col("ledgerId").isNotNull()).select("ledgerId").distinct()
-    owners = (references.where(F.col("kind") == KIND_LEDGER).join(wanted, "ledgerId", "left_semi")
-              .groupBy("ledgerId").agg(F.min("topic").alias("ownerTopic")))
-    attributed = orphans.select("ledgerId", "size").join(owners, "ledgerId", "left")
-    parts = _full_name_parts(F.col("ownerTopic"))
-    named = _with_topic(attributed, parts, F.size("_parts") == 3, F.lit(False))
+def _object_groups(orphans: DataFrame) -> list:
+    """Orphan objects and bytes per namespace of the topic each belongs to (``ORPHAN_OBJECTS.topic``:
+    see :func:`_with_object_topic`); "(unknown)" when nothing proves whose it is."""
+    named = _with_topic(orphans.select("size", "topic"), _full_name_parts(F.col("topic")), F.size("_parts") == 3,
+                        F.lit(False))
     return (named.groupBy(F.coalesce("tenant", F.lit(UNKNOWN)).alias("tenant"),
                           F.coalesce("namespace", F.lit(UNKNOWN)).alias("namespace"))
             .agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("bytes"))
@@ -263,6 +291,16 @@ def _histogram(ledger_groups: list, buckets: list[tuple[str, int, int | None]]) 
                                                                                               strict=True)]
 
 
+def _by_kind(ledger_groups: list) -> tuple[dict[str, int], dict[str, int]]:
+    """Orphan ledgers and bytes per kind, every kind the reference model knows listed (0 when none)."""
+    counts = dict.fromkeys((k.value for k in LedgerKind), 0)
+    sizes = dict(counts)
+    for row in ledger_groups:
+        counts[row["kind"]] = counts.get(row["kind"], 0) + row["n"]
+        sizes[row["kind"]] = sizes.get(row["kind"], 0) + (row["bytes"] or 0)
+    return counts, sizes
+
+
 def _missing_shown(missing: DataFrame) -> list[MissingLedger]:
     rows = missing.orderBy("ledgerId", "kind", "topic", F.col("detail").asc_nulls_first()).limit(MISSING_SHOWN)
     return [MissingLedger(r["ledgerId"], r["kind"], r["topic"], r["detail"]) for r in rows.collect()]
@@ -278,8 +316,9 @@ def summarize(results: Results, inv: Inventories, min_age_s: int, now_ms: int) -
     ``results`` again: pass them checkpointed or read back from Parquet, not freshly reconciled."""
     buckets = age_buckets(min_age_s)
     ledger_groups = _ledger_groups(results.orphan_ledgers, buckets, now_ms)
-    object_groups = _object_groups(results.orphan_objects, inv.references)
+    object_groups = _object_groups(results.orphan_objects)
     missing_count = _count(results.missing_ledgers)
+    by_kind, bytes_by_kind = _by_kind(ledger_groups)
     summary = ScanSummary(
         orphan_ledgers=sum(r["n"] for r in ledger_groups),
         orphan_offloaded_objects=sum(r["n"] for r in object_groups),
@@ -291,6 +330,8 @@ def summarize(results: Results, inv: Inventories, min_age_s: int, now_ms: int) -
         scanned_objects=_count(inv.offloaded_objects),
         min_age_s=min_age_s,
         scanned_at_ms=now_ms,
+        orphan_ledgers_by_kind=by_kind,
+        orphan_ledger_bytes_by_kind=bytes_by_kind,
     )
     largest = results.orphan_ledgers.orderBy(F.col("length").desc(), "ledgerId").limit(LARGEST_SHOWN)
     return ReportData(summary=summary, by_namespace=_namespace_totals(ledger_groups, object_groups),

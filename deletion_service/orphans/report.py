@@ -83,7 +83,8 @@ def render(data: ReportData) -> str:
     if s.missing_ledgers > 0:
         parts.append(_missing_section(data.missing, s.missing_ledgers))
     if has_orphans:
-        parts += [_charts_section(data), _largest_section(data.largest_orphans, s.scanned_at_ms), _next_section()]
+        parts += [_kinds_section(data), _charts_section(data), _largest_section(data.largest_orphans, s.scanned_at_ms),
+                  _next_section()]
     else:
         parts.append(_no_orphans_section(s.min_age_s))
     return (
@@ -187,6 +188,35 @@ def _no_orphans_section(min_age_s: int) -> str:
 <h2 id="no-orphans-h">No orphans found</h2>
 <p>Every closed Pulsar ledger older than {escape(human_duration(min_age_s))} is referenced, and every
 tiered-storage object belongs to a known offload. There is nothing to reclaim and nothing to enqueue.</p>
+</section>"""
+
+
+#: How the report names each ``reference_model.LedgerKind`` value, and what an orphan of it is.
+KIND_LABELS = {
+    "data": ("Data ledgers", "a managed ledger's entries no ledger list names"),
+    "cursor": ("Cursor ledgers", "a subscription's state no cursor node points at"),
+    "schema": ("Schema ledgers", "schema versions no schema locator names"),
+    "compacted": ("Compacted-topic ledgers", "no visible __compaction cursor names it (topic deleted: #21745)"),
+    "delayed-bucket": ("Delayed-delivery buckets", "no cursor property names it (subscription gone or bucket "
+                                                   "merged: #22802)"),
+    "other": ("Other Pulsar ledgers", "a component no request type covers: reported, never enqueued"),
+}
+
+
+def _kinds_section(data: ReportData) -> str:
+    """Orphan ledgers per kind (each kind is reclaimed through its own request type)."""
+    s = data.summary
+    rows = []
+    for kind, n in s.orphan_ledgers_by_kind.items():
+        if n or kind != "other":
+            label, meaning = KIND_LABELS.get(kind, (kind, ""))
+            rows.append((escape(label), f"{n:,}", escape(human_bytes(s.orphan_ledger_bytes_by_kind.get(kind, 0))),
+                         escape(meaning)))
+    table = _table("Orphan ledgers by kind", [("Kind", False), ("Ledgers", True), ("Size", True),
+                                              ("An orphan of this kind is", False)], rows)
+    return f"""<section id="kinds" aria-labelledby="kinds-h">
+<h2 id="kinds-h">Orphan ledgers by kind</h2>
+{table}
 </section>"""
 
 

@@ -35,14 +35,15 @@ BK_LEDGERS = _schema(
     ("compactedTopic", StringType(), True),  # "pulsar/compactedTopic"
     ("customMetadata", MapType(StringType(), StringType()), True),  # every key, values as UTF-8 text
     ("error", StringType(), True),  # why the node could not be read or decoded: never a candidate
+    ("kind", StringType(), True),  # reference_model.ledger_kind (LedgerKind); null when unreadable
 )
 
 #: What references a ledger, one row per reference (a ledger may have several).
 REFERENCES = _schema(
     ("ledgerId", LongType(), False),
-    ("kind", StringType(), False),  # ledger | cursor | schema | compacted
+    ("kind", StringType(), False),  # reference_model.ReferenceKind (… | compacted | delayed-bucket)
     ("topic", StringType(), False),  # persistent://tenant/ns/topic
-    ("detail", StringType(), True),  # the cursor's name, the schema id
+    ("detail", StringType(), True),  # the cursor's name (cursor, delayed-bucket), the schema id
     ("offloaded", BooleanType(), False),  # kind=ledger with a complete offload context
     ("bookkeeperDeleted", BooleanType(), False),  # … whose BookKeeper copy is already gone
 )
@@ -55,11 +56,14 @@ OFFLOAD_REFERENCES = _schema(
     ("location", StringType(), True),  # driver://bucket (or filesystem base dir) from driver metadata
 )
 
-#: Every topic (managed-ledger node) that exists: a compacted ledger stays while its topic exists.
+#: Every topic (managed-ledger node) that exists, and whether the metadata store hides some of its
+#: references: ``TopicMetadata.hidden`` (its ``__compaction`` cursor keeps its state in a cursor
+#: ledger, so every compacted ledger of the topic counts as referenced).
 TOPICS = _schema(
     ("topic", StringType(), False),
     ("tenant", StringType(), False),
     ("namespace", StringType(), False),  # tenant/ns
+    ("hidden", StringType(), True),  # why some references cannot be seen; null: all can
 )
 
 #: One row per object in tiered storage (S3 bucket listing, filesystem directory).
@@ -84,17 +88,21 @@ ORPHAN_LEDGERS = _schema(
     ("schemaId", StringType(), True),
     ("ctimeMs", LongType(), False),
     ("length", LongType(), False),
+    ("kind", StringType(), False),  # reference_model.LedgerKind: data | cursor | schema | compacted | …
 )
 
 MISSING_LEDGERS = _schema(
     ("ledgerId", LongType(), False),
-    ("kind", StringType(), False),  # what references it: ledger | cursor | schema | compacted
+    ("kind", StringType(), False),  # what references it (REFERENCES.kind)
     ("topic", StringType(), False),
     ("detail", StringType(), True),
 )
 
-#: The orphan objects themselves, as listed.
-ORPHAN_OBJECTS = OFFLOADED_OBJECTS
+#: The orphan objects themselves, as listed, with the topic they belong to when something proves it
+#: (the filesystem layout's managed-ledger directory, the managed ledger that lists the object's ledger,
+#: or that ledger's own BookKeeper metadata): what an OFFLOAD_LEDGER request for them needs.
+ORPHAN_OBJECTS = _schema(*((f.name, f.dataType, f.nullable) for f in OFFLOADED_OBJECTS.fields),
+                         ("topic", StringType(), True))
 
 INVENTORIES = {"bk_ledgers": BK_LEDGERS, "references": REFERENCES, "offload_references": OFFLOAD_REFERENCES,
                "topics": TOPICS, "offloaded_objects": OFFLOADED_OBJECTS}

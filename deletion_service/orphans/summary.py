@@ -21,12 +21,16 @@ class ScanSummary:
     scanned_objects: int
     min_age_s: int
     scanned_at_ms: int
+    #: orphan ledgers per ``reference_model.LedgerKind`` value (every kind, 0 included), and their bytes
+    orphan_ledgers_by_kind: dict[str, int] = field(default_factory=dict)
+    orphan_ledger_bytes_by_kind: dict[str, int] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, int]:
+    def to_json(self) -> dict[str, int | dict[str, int]]:
         """The contract's integer counts first (``orphanLedgers``, ``orphanOffloadedObjects``,
-        ``missingLedgers``), then the rest, camelCase."""
-        out = {"orphanLedgers": self.orphan_ledgers, "orphanOffloadedObjects": self.orphan_offloaded_objects,
-               "missingLedgers": self.missing_ledgers}
+        ``missingLedgers``), then the rest, camelCase (the per-kind counts as objects)."""
+        out: dict[str, int | dict[str, int]] = {
+            "orphanLedgers": self.orphan_ledgers, "orphanOffloadedObjects": self.orphan_offloaded_objects,
+            "missingLedgers": self.missing_ledgers}
         for key, value in asdict(self).items():
             camel = key.split("_")[0] + "".join(w.title() for w in key.split("_")[1:])
             out.setdefault(camel, value)
@@ -57,7 +61,7 @@ class AgeBucket:
 @dataclass(frozen=True)
 class MissingLedger:
     ledger_id: int
-    kind: str  # ledger | cursor | schema | compacted
+    kind: str  # reference_model.ReferenceKind value
     topic: str
     detail: str | None
 

@@ -44,8 +44,8 @@ def scan_orphans(
              "summary.json and report.html")] = None,
     min_age: Annotated[str, typer.Option(help="ignore ledgers and objects younger than this: 1d, 6h, 90m, 2w")] = (
         DEFAULT_MIN_AGE),
-    enqueue: Annotated[bool, typer.Option(help="send orphan ledgers to the deletion topic (default: report only)")] = (
-        False),
+    enqueue: Annotated[bool, typer.Option(
+        help="send orphan ledgers and offloaded objects to the deletion topic (default: report only)")] = False,
     spark_master: Annotated[str | None, typer.Option(
         help=f"Spark master URL, e.g. spark://host:7077; default: spark-submit's --master, else {DEFAULT_MASTER}",
         show_default=False)] = None,
@@ -95,19 +95,22 @@ def _sources(opts: CommonOptions, cfg: DeletionConfig) -> ScanSources:
 
 def _enqueue(opts: CommonOptions, cfg: DeletionConfig, outcome: ScanOutcome) -> dict:
     from deletion_service.orphans.enqueue import enqueue_orphans
+    from deletion_service.orphans.inventory import OffloadScope
 
     summary = outcome.data.summary
-    if summary.references == 0 and summary.orphan_ledgers > 0:
+    if summary.references == 0 and summary.orphan_ledgers + summary.orphan_offloaded_objects > 0:
         # Every Pulsar ledger unreferenced: far likelier a wrong --metadata-store (or a chroot
         # missing from it) than a cluster whose topics are all gone.  Never enqueue on that.
         raise UserError(f"found no references to any ledger in {connections.store_url(opts)}, so all "
                         f"{summary.orphan_ledgers} Pulsar ledger(s) look orphaned: check --metadata-store (and its "
                         "chroot); nothing was sent")
-    total = summary.orphan_ledgers
+    total = summary.orphan_ledgers + summary.orphan_offloaded_objects  # objects: an upper bound (data + index)
+    scope = OffloadScope.of(cfg, connections.offload_settings(opts, cfg))
     with connections.publisher(opts, cfg) as publisher, ui.progress(total > 0 and not opts.json) as bar:
         task = bar.add_task("enqueueing orphans", total=total)
         result = enqueue_orphans(outcome.results.orphan_ledgers, publisher.send_request,
-                                 progress=lambda n: bar.update(task, completed=n))
+                                 progress=lambda n: bar.update(task, completed=n),
+                                 objects=outcome.results.orphan_objects, scope=scope)
     return result.to_json()
 
 
@@ -122,6 +125,9 @@ def _print(opts: CommonOptions, outcome: ScanOutcome, enqueued: dict | None, out
     if summary["missingLedgers"]:
         table.add_row("[bold red]missing ledgers (referenced, absent)", str(summary["missingLedgers"]))
     table.add_row("orphan ledgers", f"{summary['orphanLedgers']} ({ui.size(summary['orphanLedgerBytes'])})")
+    by_kind = ", ".join(f"{kind} {n}" for kind, n in summary["orphanLedgersByKind"].items() if n)
+    if by_kind:
+        table.add_row("  by kind", by_kind)
     table.add_row("orphan offloaded objects",
                   f"{summary['orphanOffloadedObjects']} ({ui.size(summary['orphanObjectBytes'])})")
     table.add_row("scanned", f"{summary['scannedLedgers']} ledgers, {summary['references']} references, "

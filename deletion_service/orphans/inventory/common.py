@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 
 from pyspark import RDD, StorageLevel
@@ -39,15 +38,6 @@ class StoreSpec:
 
     def open(self) -> MetadataStore:
         return open_store(self.url, digest_file=self.digest_file)
-
-
-class ReferenceKind(StrEnum):
-    """The ways Pulsar's metadata reaches a ledger (the ``kind`` column of REFERENCES)."""
-
-    LEDGER = "ledger"
-    CURSOR = "cursor"
-    SCHEMA = "schema"
-    COMPACTED = "compacted"
 
 
 def table(spark: SparkSession, rdd: RDD, schema: StructType) -> DataFrame:

@@ -24,6 +24,7 @@ from deletion_service.orphans.inventory.common import (
 from deletion_service.orphans.schemas import (
     BK_LEDGERS,
 )
+from deletion_service.reference_model import ledger_kind
 from metastore.formats import (
     FormatError,
     LedgerLayout,
@@ -100,18 +101,18 @@ class _OneSubtree:
 def bk_row(ledger_id: int, node: Node | None, read_error: str | None = None) -> tuple | None:
     """One BK_LEDGERS row; ``None`` for a znode gone since it was listed (nothing to inventory)."""
     if read_error is not None:
-        return (ledger_id, None, None, None, None, None, None, None, None, None, None, read_error)
+        return (ledger_id, None, None, None, None, None, None, None, None, None, None, read_error, None)
     if node is None:
         return None
     try:
         meta = decode_ledger_metadata(node.data)
     except Exception as e:  # noqa: BLE001 - bytes anyone can write: any decoder surprise is an error row
         return (ledger_id, None, node.ctime_ms, None, None, None, None, None, None, None, None,
-                f"{type(e).__name__}: {e}")
+                f"{type(e).__name__}: {e}", None)
     custom = {k: v.decode("utf-8", errors="replace") for k, v in meta.custom_metadata.items()}
     return (ledger_id, meta.state, meta.ctime_or(node.ctime_ms), meta.length, custom.get(APPLICATION_KEY),
             custom.get(COMPONENT_KEY), custom.get(MANAGED_LEDGER_KEY), custom.get(CURSOR_KEY),
-            custom.get(SCHEMA_ID_KEY), custom.get(COMPACTED_TOPIC_KEY), custom, None)
+            custom.get(SCHEMA_ID_KEY), custom.get(COMPACTED_TOPIC_KEY), custom, None, ledger_kind(custom).value)
 
 
 def _ledger_rows(store: MetadataStore, root: str, layout: LedgerLayout, ids: Iterable[int]) -> Iterator[tuple]:

@@ -15,7 +15,6 @@ from deletion_service.orphans.inventory.common import (
     LIST_THREADS,
     READ_CHUNK,
     InventoryError,
-    ReferenceKind,
     StoreSpec,
     read_nodes,
     table,
@@ -26,11 +25,8 @@ from deletion_service.orphans.schemas import (
     REFERENCES,
     TOPICS,
 )
-from deletion_service.reference_model import COMPACTED_LEDGER_PROPERTY, COMPACTION_CURSOR
+from deletion_service.reference_model import Reference, TopicMetadata, UnreadableReference
 from metastore.formats import (
-    ManagedCursorInfo,
-    ManagedLedgerInfo,
-    OffloadContext,
     decode_cursor,
     decode_managed_ledger,
     decode_schema_locator,
@@ -43,7 +39,6 @@ from metastore.formats.pulsar_paths import (
     url_decode,
 )
 from metastore.interface import MetadataStore, Node
-from offloaders.interface import java_uuid
 
 #: Tags of the rows one namespace task yields (one pass over the metadata feeds three tables).
 _REF, _OFFLOAD, _TOPIC, _ERROR = range(4)
@@ -60,40 +55,33 @@ class _Unreadable(Exception):
     """A node whose references cannot be known; it fails the inventory (see the module's docstring)."""
 
 
-def offload_rows(ledger_id: int, topic: str, ctx: OffloadContext, scope: OffloadScope) -> Iterator[tuple]:
-    """OFFLOAD_REFERENCES rows of one offload context: its per-ledger uuid, then each segment's
-    (a segment's own driver metadata, else the context's).  A zero uuid is protobuf's "unset"."""
-    here = scope.location_of(ctx.driver_name, ctx.driver_metadata)
-    if ctx.uid_msb or ctx.uid_lsb:
-        yield (java_uuid(ctx.uid_msb or 0, ctx.uid_lsb or 0), ledger_id, topic, here and here.location)
-    for seg in ctx.segments:
-        if seg.uid_msb or seg.uid_lsb:
-            where = scope.location_of(seg.driver_name, seg.driver_metadata) if seg.driver_name else here
-            yield (java_uuid(seg.uid_msb or 0, seg.uid_lsb or 0), ledger_id, topic, where and where.location)
+def topic_rows(meta: TopicMetadata, scope: OffloadScope) -> Iterator[tuple[int, tuple]]:
+    """Tagged REFERENCES, OFFLOAD_REFERENCES and TOPICS rows of one topic's metadata, every one
+    read off the reference model (:mod:`deletion_service.reference_model`), the same model the
+    delete phase asks "still in use?": the scan never spells out what references a ledger itself.
 
-
-def managed_ledger_rows(topic: str, info: ManagedLedgerInfo, scope: OffloadScope) -> Iterator[tuple[int, tuple]]:
-    """Tagged REFERENCES (kind ledger) and OFFLOAD_REFERENCES rows of one managed ledger."""
-    for ledger in info.ledgers:
-        ctx = ledger.offload_context
-        offloaded = ctx is not None and bool(ctx.complete)
-        deleted = ctx is not None and bool(ctx.bookkeeper_deleted)
-        yield _REF, (ledger.ledger_id, ReferenceKind.LEDGER.value, topic, None, offloaded, deleted)
-        if ctx is not None:
-            yield from ((_OFFLOAD, row) for row in offload_rows(ledger.ledger_id, topic, ctx, scope))
-
-
-def cursor_rows(topic: str, node_name: str, cursor: ManagedCursorInfo) -> Iterator[tuple]:
-    """REFERENCES rows of one cursor: its cursor ledger (state kept in BookKeeper), and for
-    ``__compaction`` the compacted-topic ledger (as ``delete_phase.references`` counts them)."""
+    A reference the model cannot read (a bucket property that names no ledger) fails the
+    inventory like an undecodable node: every ledger it might name would otherwise look orphaned."""
     try:
-        name = url_decode(node_name)
+        refs = list(meta.references())
+    except UnreadableReference as e:
+        raise _Unreadable(str(e)) from e
+    yield from ((_REF, reference_row(ref)) for ref in refs)
+    for off in meta.offload_references():
+        where = scope.location_of(off.driver_name, dict(off.driver_metadata))
+        yield _OFFLOAD, (off.uuid, off.ledger_id, off.topic, where and where.location)
+
+
+def reference_row(ref: Reference) -> tuple:
+    """One REFERENCES row."""
+    return (ref.ledger_id, ref.kind.value, ref.topic, ref.detail, ref.offloaded, ref.bookkeeper_deleted)
+
+
+def _cursor_name(node_name: str) -> str:
+    try:
+        return url_decode(node_name)
     except ValueError:
-        name = node_name  # not Pulsar's encoding: the node's own name is the best we know
-    if not cursor.state_in_metadata_store and cursor.cursors_ledger_id >= 0:
-        yield (cursor.cursors_ledger_id, ReferenceKind.CURSOR.value, topic, name, False, False)
-    if name == COMPACTION_CURSOR and COMPACTED_LEDGER_PROPERTY in cursor.properties:
-        yield (cursor.properties[COMPACTED_LEDGER_PROPERTY], ReferenceKind.COMPACTED.value, topic, None, False, False)
+        return node_name  # not Pulsar's encoding: the node's own name is the best we know
 
 
 def _topic(name: str) -> str:
@@ -129,17 +117,16 @@ def _topics_of_namespace(store: MetadataStore, pool: ThreadPoolExecutor, tenant:
     cursors = _read_all(store, [f"{p}/{c}" for p in present for c in cursor_names[p]])
     for path in present:
         topic = _topic(path.removeprefix(MANAGED_LEDGERS_ROOT + "/"))
-        yield _TOPIC, (topic, tenant, f"{tenant}/{ns}")
         info = _decoded(path, nodes[path], decode_managed_ledger, "managed-ledger")  # type: ignore[arg-type]
-        yield from managed_ledger_rows(topic, info, scope)
-        for name in cursor_names[path]:
-            node = cursors[f"{path}/{name}"]
-            if node is not None:
-                cursor = _decoded(f"{path}/{name}", node, decode_cursor, "cursor")
-                yield from ((_REF, row) for row in cursor_rows(topic, name, cursor))
+        decoded = {_cursor_name(name): _decoded(f"{path}/{name}", node, decode_cursor, "cursor")
+                   for name in cursor_names[path] if (node := cursors[f"{path}/{name}"]) is not None}
+        meta = TopicMetadata(topic, info, decoded)
+        yield _TOPIC, (topic, tenant, f"{tenant}/{ns}", meta.hidden)
+        yield from topic_rows(meta, scope)
 
 
-def _schemas_of_namespace(store: MetadataStore, tenant: str, ns: str) -> Iterator[tuple[int, tuple]]:
+def _schemas_of_namespace(store: MetadataStore, tenant: str, ns: str,
+                          scope: OffloadScope) -> Iterator[tuple[int, tuple]]:
     base = f"{SCHEMAS_ROOT}/{tenant}/{ns}"
     paths = [f"{base}/{name}" for name in store.children(base)]
     nodes = _read_all(store, paths)
@@ -155,8 +142,7 @@ def _schemas_of_namespace(store: MetadataStore, tenant: str, ns: str) -> Iterato
         encoded = path.rsplit("/", 1)[1]
         topic = _topic(f"{tenant}/{ns}/{DOMAIN}/{encoded}")
         locator = _decoded(path, node, decode_schema_locator, "schema locator")
-        for ledger_id in locator.ledger_ids():
-            yield _REF, (ledger_id, ReferenceKind.SCHEMA.value, topic, f"{tenant}/{ns}/{encoded}", False, False)
+        yield from topic_rows(TopicMetadata(topic, schema=locator, schema_id=f"{tenant}/{ns}/{encoded}"), scope)
 
 
 def _read_namespaces(store_spec: StoreSpec, scope: OffloadScope,
@@ -167,7 +153,7 @@ def _read_namespaces(store_spec: StoreSpec, scope: OffloadScope,
         for tenant, ns in namespaces:
             try:
                 yield from _topics_of_namespace(store, pool, tenant, ns, scope)
-                yield from _schemas_of_namespace(store, tenant, ns)
+                yield from _schemas_of_namespace(store, tenant, ns, scope)
             except _Unreadable as e:
                 yield _ERROR, (str(e),)
                 return
