@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from deletion_service.audit import record, trail
+from deletion_service.audit.topic_check import compare
 from deletion_service.audit.verify import verify
 from deletion_service.audit.writer import AuditWriter
 from tests.cli_runner import run_cli
@@ -122,7 +123,8 @@ def test_verify_checks_the_files_against_the_topic_copy(data_dir: Path, tmp_path
     _rechain(data_dir, original[:6])  # seq 7 and 8 cut off, the anchor fixed up to name seq 6
     code, out = _verify(data_dir, *TOPIC_ON)
     assert code == 1, f"the topic copy was not checked: {out}"
-    assert "the topic copy has seq 7, 8 that the files do not" in out and f"files + topic {AUDIT_TOPIC}" in out, out
+    assert "record seq 7: the topic copy has seq 7, 8 that the files do not" in out, out
+    assert f"files + topic {AUDIT_TOPIC}" in out and len(out.strip().splitlines()) == 1, out
     code, out = _verify(data_dir, "--files-only")
     assert code == 0 and "checked: files only" in out, out  # the files alone cannot tell
 
@@ -133,10 +135,25 @@ def test_verify_checks_the_files_against_the_topic_copy(data_dir: Path, tmp_path
     r = run_cli("audit", "verify", "--json", "--data-dir", str(data_dir), *TOPIC_ON, timeout=120)
     assert r.returncode == 1, r.stdout + r.stderr
     report = json.loads(r.stdout)
-    assert report["checked"] == "files+topic" and report["firstBadSeq"] is None
+    assert report["checked"] == "files+topic" and report["firstBadSeq"] == 4
     assert report["topicCopy"]["differing"] == [4, 5, 6, 7, 8] and report["topicCopy"]["missingFromFiles"] == []
 
     _rechain(data_dir, original)  # as the daemon left it
     code, out = _verify(data_dir, *TOPIC_ON)
     assert code == 0, out
     assert f"checked: files + topic {AUDIT_TOPIC} (8 of its 8 message(s) are this trail's; 0 record(s)" in out, out
+
+
+def test_the_topic_holds_other_daemons_trails_too(tmp_path: Path) -> None:
+    """Every daemon of a cluster copies to the one -AUDIT topic: another data dir's records (their own
+    chain, from seq 1) are neither missing from this trail nor differing from it."""
+    fill(tmp_path / "a", 6)
+    fill(tmp_path / "b", 4)
+    mine = [raw.rstrip(b"\n") for _, ls in lines(tmp_path / "a") for raw in (x.encode() for x in ls)]
+    theirs = [raw.rstrip(b"\n") for _, ls in lines(tmp_path / "b") for raw in (x.encode() for x in ls)]
+    on_topic = [*mine[:3], *theirs, *mine[3:], mine[0], b"not a record"]  # interleaved, one resent
+    same = compare(AUDIT_TOPIC, mine, on_topic)
+    assert same.whole and (same.ours, same.others, same.not_copied, same.unreadable) == (6, 4, 0, 1)
+    cut = compare(AUDIT_TOPIC, mine[:4], on_topic)
+    assert cut.missing_from_files == (5, 6) and cut.differing == () and cut.others == 4
+    assert compare(AUDIT_TOPIC, mine, on_topic[:3]).whole  # a record not copied is no break

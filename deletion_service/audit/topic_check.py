@@ -46,6 +46,11 @@ class TopicComparison:
     def whole(self) -> bool:
         return not self.missing_from_files and not self.differing
 
+    @property
+    def first_bad_seq(self) -> int | None:
+        """The first seq the files and the topic disagree on (None when they agree)."""
+        return min((*self.missing_from_files, *self.differing), default=None)
+
     def describe(self) -> str:
         parts = []
         if self.missing_from_files:

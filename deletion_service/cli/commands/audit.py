@@ -82,21 +82,23 @@ def verify(
     copy = _compare_with_topic(opts, config, directory) if use_topic else None
     whole = verdict.whole and (copy is None or copy.whole)
     checked = "files only" if copy is None else f"files + topic {copy.topic}"
+    topic_broken = copy is not None and not copy.whole
     if opts.json:
         broken = verdict.broken
+        first_bad = broken.seq if broken else (copy.first_bad_seq if copy is not None else None)
+        problem = broken.describe() if broken else (copy.describe() if topic_broken and copy is not None else None)
         typer.echo(json.dumps({"whole": whole, "checked": "files" if copy is None else "files+topic",
                                "records": verdict.records, "files": verdict.files,
-                               "lastSeq": verdict.last_seq, "firstBadSeq": broken.seq if broken else None,
-                               "problem": broken.describe() if broken else None,
+                               "lastSeq": verdict.last_seq, "firstBadSeq": first_bad, "problem": problem,
                                "topicCopy": copy.as_json() if copy is not None else None}))
         raise typer.Exit(0 if whole else 1)
     if verdict.broken is not None:
         raise UserError(f"audit trail broken at {verdict.broken.describe()}; "
                         f"{verdict.records} record(s) before it are whole (checked: {checked}"
-                        + (f"; {copy.describe()}" if copy is not None and not copy.whole else "") + ")")
-    if copy is not None and not copy.whole:
-        raise UserError(f"audit trail broken: {copy.describe()}; the files' chain alone is whole "
-                        f"({verdict.records} record(s); checked: {checked})")
+                        + (f"; {copy.describe()}" if topic_broken and copy is not None else "") + ")")
+    if topic_broken and copy is not None:
+        raise UserError(f"audit trail broken at record seq {copy.first_bad_seq}: {copy.describe()}; the files' "
+                        f"chain alone is whole ({verdict.records} record(s); checked: {checked})")
     typer.echo(f"audit trail whole: {verdict.records} record(s) in {verdict.files} file(s)"
                + (f", seq 1–{verdict.last_seq}" if verdict.last_seq else "") + f"; checked: {checked}"
                + (f" ({copy.summary()})" if copy is not None else ""))
