@@ -32,7 +32,8 @@ from metastore.factory import open_store
 from metastore.formats import ledger_path
 from metastore.interface import NodeDeleteOutcome
 from tests.cli_runner import run_cli
-from tests.harness import ZooKeeperServer, free_port
+from tests.deletion_world import make_world, request
+from tests.harness import PulsarLiteBroker, ZooKeeperServer, free_port
 from tests.test_daemon_cli import TOPIC, data_dir, request_file
 
 __all__ = ["data_dir"]  # the fixture: it stops a broker left behind
@@ -207,3 +208,27 @@ def test_daemon_audits_a_delete_whose_reply_was_lost_as_deleted(
     outcomes = {rec["request"]["ledgerId"]: rec["outcome"] for rec in records}
     assert outcomes == dict.fromkeys(ids, "deleted"), f"ledgers this daemon deleted audited as: {outcomes}"
     assert all("reply lost; gone on re-read" in rec["reason"] for rec in records), [r["reason"] for r in records]
+
+
+def test_deleted_total_counts_a_delete_whose_reply_was_lost(
+        zookeeper: ZooKeeperServer, zk_url: str, proxy: ReplyDropProxy, pulsar_broker: PulsarLiteBroker) -> None:
+    """The same fault under the service the daemon runs, where its metrics can be read."""
+    store = open_store(zk_url)
+    bk_store = open_store(_via(proxy, zookeeper, f"{zk_url}-bk"))
+    world = make_world(store, bk_store, pulsar_broker.service_url)
+    try:
+        for lid in range(1, 6):
+            world.writer.bk_ledger(lid, pulsar_custom_metadata(TOPIC))
+        world.start()
+        proxy.arm()
+        for lid in range(1, 6):
+            world.service.send_pending_delete(request(TOPIC, lid))
+        world.drain(lambda w: sum(w.outcomes().values()) >= 5, timeout_s=120)
+        assert proxy.dropped == 1
+        assert world.outcomes() == {"deleted": 5}, world.outcomes()
+        assert world.service.metrics.value("pulsar_ledger_deletion_deleted_total", {"type": "LEDGER"}) == 5
+    finally:
+        world.service.close()
+        world.service.broker.close()
+        store.close()
+        bk_store.close()

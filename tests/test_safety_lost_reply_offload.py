@@ -74,3 +74,4 @@ def test_an_offload_delete_whose_reply_was_lost_is_recorded_as_deleted(world: Wo
     assert "gone on re-read" in settled.action.reason
     assert settled.action.evidence is not None
     assert {o.key for o in settled.action.evidence.offload_objects} == objects
+    assert world.service.metrics.value("pulsar_ledger_deletion_deleted_total", {"type": "OFFLOAD_LEDGER"}) == 1
