@@ -80,8 +80,8 @@ def test_a_per_request_transient_failure_is_still_retried(zk_url: str, zookeeper
     try:
         original = world.service.gatherer.gather
 
-        def flaky(requests, attempts):  # noqa: ANN001, ANN202 - one request's facts fail transiently, once
-            facts = original(requests, attempts)
+        def flaky(requests, attempts, grace_since=None):  # noqa: ANN001, ANN202 - one request's facts fail transiently, once
+            facts = original(requests, attempts, grace_since)
             if attempts and attempts[0] == 0:
                 from dataclasses import replace
                 facts = [replace(facts[0], transient="ZooKeeper said: try again"), *facts[1:]]
