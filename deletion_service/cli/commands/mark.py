@@ -76,11 +76,13 @@ def register(app: typer.Typer) -> None:
                 unsent = ui.ids([requests[i].ledger_id for i in e.unsent()])
                 raise UserError(f"{e.first}; sent {e.sent} of {len(requests)}; not sent: ledger(s) {unsent} "
                                 "(sending a request again is harmless)") from e
+            # where they went: the cluster's topic, or (namespace scope) each request's namespace's
+            destinations = sorted({publisher.topics_for(r).base for r in requests})
         ids = [display_message_id(i) for i in sent]
         if opts.json:
             typer.echo(json.dumps({"sent": len(sent), "messageIds": ids}))
         else:
-            typer.echo(f"sent {len(sent)} deletion request(s) to {cfg.ledger_deletion_topic}"
+            typer.echo(f"sent {len(sent)} deletion request(s) to {', '.join(destinations) or cfg.ledger_deletion_topic}"
                        + (f": {ui.ids(ids)}" if ids else ""))
 
     @app.command(help="The mark phase for one managed ledger (for topics no broker owns).")
