@@ -10,10 +10,11 @@ time for 10M ledgers.  Figures, not assertions: tests never time anything.
 
 The generated cluster: 20 tenants × 100 namespaces × 50,000 topics; 95% of the ledgers are
 listed (references cover all but every 20th id), 1% OPEN or IN_RECOVERY, 1% of another
-application, a ledger in 10,007 unreadable, 2% schema and 0.1% compacted ledgers (half of
-them of deleted topics), creation times spread over 180 days; 1 reference in 5,000 names a
-ledger BookKeeper lacks (a fifth of those offloaded with the BookKeeper copy deleted); 100k
-offload contexts and 200k objects, a quarter of them orphans.
+application, a ledger in 10,007 unreadable, 2% schema, 0.1% compacted (half of them of
+deleted topics, 1% of topics hiding theirs) and 0.1% delayed-bucket ledgers, creation
+times spread over 180 days; 1 reference in 5,000 names a ledger BookKeeper lacks (a fifth
+of those offloaded with the BookKeeper copy deleted); 100k offload contexts and 200k
+objects, a quarter of them orphans.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ def bk_ledgers(spark: SparkSession, n: int, files: int) -> DataFrame:
     lid = F.col("id")
     tenant, ns, local = _topic(lid % TOPICS)
     component = (F.when(lid % 50 == 3, "schema").when(lid % 1000 == 4, "compacted-ledger")
-                 .otherwise("managed-ledger"))
+                 .when(lid % 1000 == 6, "delayed-index-bucket").otherwise("managed-ledger"))
     application = F.when(lid % 97 == 0, "other").otherwise("pulsar")
     df = spark.range(n, numPartitions=files).select(
         lid.alias("ledgerId"),
@@ -82,14 +83,19 @@ def bk_ledgers(spark: SparkSession, n: int, files: int) -> DataFrame:
         ((lid % 1000) * 1024 + 1).alias("length"),
         application.alias("application"),
         component.alias("component"),
-        F.when(component == "managed-ledger", F.concat_ws("/", tenant, ns, F.lit("persistent"), local))
-        .alias("managedLedger"),
-        F.when((component == "managed-ledger") & (lid % 10 == 5), F.concat(F.lit("sub-"), (lid % 7).cast("string")))
-        .alias("cursor"),
+        F.when(component.isin("managed-ledger", "delayed-index-bucket"),
+               F.concat_ws("/", tenant, ns, F.lit("persistent"), local)).alias("managedLedger"),
+        F.when(((component == "managed-ledger") & (lid % 10 == 5)) | (component == "delayed-index-bucket"),
+               F.concat(F.lit("sub-"), (lid % 7).cast("string"))).alias("cursor"),
         F.when(component == "schema", F.concat_ws("/", tenant, ns, local)).alias("schemaId"),
         F.when(component == "compacted-ledger", _full_name(lid % (2 * TOPICS))).alias("compactedTopic"),
         F.create_map(F.lit("application"), application, F.lit("component"), component).alias("customMetadata"),
         F.when(lid % 10007 == 0, "cannot decode").alias("error"),
+        # reference_model.ledger_kind, as the inventory computes it for every row it decodes
+        F.when(lid % 10007 == 0, None).when(application != "pulsar", "other")
+        .when(component == "schema", "schema").when(component == "compacted-ledger", "compacted")
+        .when(component == "delayed-index-bucket", "delayed-bucket")
+        .when(lid % 10 == 5, "cursor").otherwise("data").alias("kind"),
     )
     return _shaped(df, schemas.BK_LEDGERS)
 
@@ -118,7 +124,8 @@ def small_tables(spark: SparkSession) -> dict[str, DataFrame]:
     x = F.col("id")
     tenant, ns, _ = _topic(x)
     topics = spark.range(TOPICS).select(_full_name(x).alias("topic"), tenant.alias("tenant"),
-                                        F.concat_ws("/", tenant, ns).alias("namespace"))
+                                        F.concat_ws("/", tenant, ns).alias("namespace"),
+                                        F.when(x % 100 == 0, "compaction cursor in a cursor ledger").alias("hidden"))
     offload_refs = spark.range(OFFLOADS).select(_uuid(x).alias("uuid"), (x * 20).alias("ledgerId"),
                                                 _full_name(x % TOPICS).alias("topic"),
                                                 F.lit("aws-s3://offload").alias("location"))

@@ -65,7 +65,8 @@ def test_scan_enqueue_then_the_daemon_deletes_exactly_the_orphans(tmp_path: Path
 
     sent = run_cli("scan-orphans", "--min-age", "1d", "--enqueue", *common, timeout=300)
     assert sent.returncode == 0, sent.stderr
-    assert json.loads(sent.stdout)["enqueued"] == {"sent": 4, "skipped": {}}
+    assert json.loads(sent.stdout)["enqueued"] == {"sent": 4, "skipped": {},
+                                                   "byKind": {"data": 2, "cursor": 1, "schema": 1}}
 
     drained = run_cli("run", "--exit-when-idle", "--max-wait", "60", "--admin-address", f"127.0.0.1:{free_port()}",
                       "--data-dir", str(data_dir), timeout=180)
