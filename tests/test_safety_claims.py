@@ -26,6 +26,8 @@ from deletion_service.cluster_writer import (
     pulsar_custom_metadata,
     schema_custom_metadata,
 )
+from deletion_service.cursor.ack_budget import PersistBudget
+from deletion_service.cursor.reset import reset_stored_cursor
 from deletion_service.mark_phase.trim import trim
 from deletion_service.model import PendingDeleteLedgerInfo
 from metastore import open_store
@@ -33,6 +35,7 @@ from metastore.formats import (
     LedgerInfo,
     OffloadContext,
     Position,
+    decode_cursor,
     decode_managed_ledger,
     managed_ledger_path,
     schema_id,
@@ -236,3 +239,27 @@ def test_compacted_and_bucket_ledgers_go_exactly_when_nothing_references_them(wo
     assert {lid for lid, end in expected.items() if world.bk_exists(lid) != (end != "deleted")} == set()
     [hidden] = [s for s in world.settled if s.request is not None and s.request.ledger_id == 81]
     assert "cursor ledger 70" in hidden.action.reason
+
+
+def test_a_cursor_over_its_persist_budget_keeps_the_property_that_references_its_compacted_ledger(
+        world: World) -> None:
+    """The persist budget may leave out producer sequence ids (``properties``), but never
+    ``CompactedTopicLedger``: without it the compacted ledger looks unreferenced, and with the
+    COMPACTED_LEDGER component the daemon would delete a live topic's compacted data."""
+    topic = "persistent://t/ns/compacted-over-budget"
+    w = world.writer
+    w.managed_ledger(topic, [1, 2])
+    producers = {f"producer-{i:04d}": i for i in range(400)}  # ~10 KB of sequence ids, listed first
+    w.cursor(topic, "__compaction", Position(1, 0), properties={**producers, "CompactedTopicLedger": 55})
+    w.bk_ledger(55, compacted_custom_metadata(topic), ctime_ms=now_ms() - 2 * DAY_MS)
+    outcome = reset_stored_cursor(world.store, topic, "__compaction", Position(2, 0),
+                                  budget=PersistBudget(max_bytes=512))
+    assert outcome is not None
+    node = world.store.get(f"{managed_ledger_path(topic)}/__compaction")
+    assert node is not None
+    kept = decode_cursor(node.data).properties
+    assert kept.get("CompactedTopicLedger") == 55 and len(kept) < len(producers)  # the budget did bite
+    world.start()
+    world.service.send_pending_delete(request(topic, 55, "COMPACTED_LEDGER", reason="orphan"))
+    world.drain(_settled(55))
+    assert _ends(world, 55) == ["still_in_use"] and world.bk_exists(55)

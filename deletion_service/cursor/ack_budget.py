@@ -5,8 +5,10 @@ was persisted with its ranges silently cut (upstream #25540, #25985), and a
 restart redelivered what the cut dropped with nobody told.  Here the budget
 ``managedLedgerMaxAckStateInBytesToPersist`` is applied in the seed's order:
 
-1. the subscription properties (``cursorProperties``), always;
-2. the producers' last sequence ids (``properties``, the dedup cursor's), as many as fit;
+1. the subscription properties (``cursorProperties``, where delayed-delivery buckets are
+   referenced), and the ``properties`` that reference a ledger (``CompactedTopicLedger``), always:
+   dropping one would make a live ledger look unreferenced to the delete phase and the scan;
+2. the other ``properties`` (the producers' last sequence ids of the dedup cursor), as many as fit;
 3. the individually acked ranges and batch-index entries, nearest the
    mark-delete position first, as a prefix: everything acked before the first
    item left out is kept, everything after it is left out.
@@ -33,6 +35,7 @@ from dataclasses import dataclass
 
 from pyroaring import BitMap
 
+from deletion_service.reference_model import COMPACTED_LEDGER_PROPERTY
 from metastore.formats import BatchDeletionIndex, ManagedCursorInfo, MessageRange, Position
 from metastore.formats.cursor_info import cursor_to_proto
 
@@ -160,20 +163,28 @@ def head(acks: AckState, max_bytes: int, max_ranges: int | None = None) -> Head:
     return Head(ranges, batch, size, len(acks) - len(ranges), len(entries) - len(batch))
 
 
+#: ``properties`` that reference a ledger: never left out, whatever the budget.
+REFERENCING_PROPERTIES = frozenset({COMPACTED_LEDGER_PROPERTY})
+
+
 def plan_persist(info: ManagedCursorInfo, acks: AckState, budget: PersistBudget) -> PersistPlan:
     """What to write for a cursor whose node is ``info`` (our positions) and whose acks are ``acks``."""
+    kept = {name: value for name, value in info.properties.items() if name in REFERENCING_PROPERTIES}
     base = dataclasses.replace(info, individual_deleted_messages=[], batched_entry_deletion_index_info=[],
-                               properties={})
-    base_size = size = _encoded(base)  # positions, subscription properties, what we do not model: always kept
+                               properties=kept)
+    # positions, subscription properties, references, what we do not model: always kept
+    base_size = size = _encoded(base)
     property_sizes = {name: _property_size(name, value) for name, value in info.properties.items()}
-    properties: dict[str, int] = {}
+    properties: dict[str, int] = dict(kept)
     for name, value in info.properties.items():
+        if name in kept:
+            continue
         if size + property_sizes[name] > budget.max_bytes:
             break
         properties[name] = value
         size += property_sizes[name]
     taken = head(acks, max(budget.max_bytes - size, 0), budget.max_ranges)
-    full_size = base_size + sum(property_sizes.values()) + acks.encoded_size()
+    full_size = base_size + sum(size for name, size in property_sizes.items() if name not in kept) + acks.encoded_size()
     persisted = dataclasses.replace(base, properties=properties, individual_deleted_messages=taken.ranges,
                                     batched_entry_deletion_index_info=taken.batch)
     return PersistPlan(persisted, full_size, size + taken.size, budget.max_bytes, len(taken.ranges),
