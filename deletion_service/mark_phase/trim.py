@@ -74,7 +74,17 @@ from metastore.formats import (
     parse_topic,
 )
 from metastore.formats.node_reader import MissingNodeError, read_decoded
-from metastore.interface import BadVersionError, CheckVersion, MetadataStore, MultiOpError, Node, Put
+from metastore.interface import (
+    BadVersionError,
+    CheckVersion,
+    MetadataStore,
+    MetadataStoreError,
+    MetadataStoreUnavailable,
+    MultiOpError,
+    Node,
+    NotSentError,
+    Put,
+)
 from metastore.retry import read_retry
 
 _log = logging.getLogger(__name__)
@@ -134,7 +144,8 @@ def trim(
     names no driver; without it such ledgers stay listed (``TrimResult.kept`` says why).
 
     ``retry`` wraps every read (the store tries once), so a brief reconnect is
-    ridden out; the one write is never retried (see :func:`_read_state`).
+    ridden out; the one write is never retried (see :func:`_read_state`): when its reply is lost,
+    the node is read back to tell whether it was applied (:func:`_write_landed`).
 
     ``write_within_s``: the daemons' in-use grace (``None`` or 0: switched off); the write is
     skipped unless the sends took less than :data:`WRITE_BUDGET` of it (see "Slow sends")."""
@@ -186,7 +197,8 @@ def trim(
                           "or a longer twoPhaseDeletionInUseGraceSeconds)")
         return result
     ops = [CheckVersion(path, node.version) for path, node in cursor_nodes.items() if node is not None]
-    ops.append(Put(ml_path, encode_managed_ledger(pick.without(ml, receipted)), ml_node.version))
+    written = encode_managed_ledger(pick.without(ml, receipted))
+    ops.append(Put(ml_path, written, ml_node.version))
     result.metadata_writes = 1
     try:
         store.multi(ops)
@@ -195,6 +207,18 @@ def trim(
         result.aborted = (f"{moved} changed since it was read" if moved else str(e.cause)) + (
             "; nothing removed: phase two will find the sent ledgers still in use")
         return result
+    except MetadataStoreUnavailable as e:
+        landed = False if isinstance(e, NotSentError) else _write_landed(store, ml_path, ml_node, written, retry)
+        if landed is None:
+            result.aborted = (f"{e}; the write's reply was lost and reading the node back cannot tell whether it "
+                              "was applied: if it was, phase two deletes the sent ledgers; if not, it finds them "
+                              "still listed. "
+                              f"`inspect managed-ledger --topic {name}` shows which")
+            return result
+        if not landed:
+            result.aborted = f"{e}; nothing removed: phase two will find the sent ledgers still in use"
+            return result
+        _log.info("trim of %s: the write's reply was lost, but reading back shows it applied", name)
     failpoint("trim.after-write")
     result.removed = sorted(receipted)
     return result
@@ -274,6 +298,24 @@ def _read_state(store: MetadataStore, name: str, ml_path: str, retry: Callable[[
         except FormatError as e:
             raise UserError(f"cannot decode cursor {path}: {e}; refusing to trim") from e
     return ml, ml_node, cursor_nodes, cursors
+
+
+def _write_landed(store: MetadataStore, ml_path: str, before: Node, written: bytes,
+                  retry: Callable[[], Retrying]) -> bool | None:
+    """Whether a multi whose reply was lost was applied: read the managed-ledger node back (as
+    kazoo's lock recipe does), never repeat the write.  Applied means exactly one version later
+    holding exactly our bytes (the multi is atomic, so its cursor checks passed too); the old
+    version means not applied.  ``None``: nobody can tell from here (the read failed too, or
+    another writer has moved the node since).  Raises nothing."""
+    try:
+        node = retry()(store.get, ml_path)
+    except MetadataStoreError:
+        return None
+    if node is not None and node.version == before.version:
+        return False
+    if node is not None and node.version == before.version + 1 and node.data == written:
+        return True
+    return None
 
 
 def _cursor_set_change(read: set[str], now: set[str]) -> str:
