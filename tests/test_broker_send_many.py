@@ -125,3 +125,29 @@ def test_send_batches_keeps_every_partition_in_flight_and_answers_each_batch(cli
     assert [len(a) for a in answers] == [SEND_WINDOW + 30, 10, 2]
     assert all(isinstance(i, str) for a in answers[:2] for i in a)
     assert isinstance(answers[2][0], BrokerError) and answers[2][1] == "id-ok-0.0-{}"
+
+
+def test_a_message_whose_properties_cannot_be_decoded_is_read_without_them() -> None:
+    """Fault injection the real client cannot produce here (a producer in another language sending
+    properties that are not UTF-8; the Python client encodes str): a stand-in message whose
+    ``properties()`` raises as the binding would.  One such message must never stop a consumer."""
+    from deletion_service.broker.pulsar_client import _received
+
+    class Undecodable:
+        def data(self) -> bytes:
+            return b"{}"
+
+        def properties(self) -> dict[str, str]:
+            raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
+
+        def topic_name(self) -> str:
+            return "persistent://t/ns/x"
+
+        def message_id(self) -> str:
+            return "1:2"
+
+        def publish_timestamp(self) -> int:
+            return 5
+
+    got = _received(Undecodable())  # type: ignore[arg-type]
+    assert (got.data, got.properties, got.message_id) == (b"{}", {}, "1:2")

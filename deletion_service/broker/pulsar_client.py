@@ -199,9 +199,22 @@ class _Producer(Producer):
 
 def _received(msg: pulsar.Message) -> Received:
     return Received(
-        data=msg.data(), properties=dict(msg.properties()), topic=msg.topic_name(),
+        data=msg.data(), properties=_properties(msg), topic=msg.topic_name(),
         message_id=str(msg.message_id()), publish_time_ms=msg.publish_timestamp(), handle=msg,
     )
+
+
+def _properties(msg: pulsar.Message) -> dict[str, str]:
+    """A message's properties, or none when the client cannot decode them (a producer in another
+    language can send bytes that are not UTF-8): one message's properties must never stop the
+    consumer or a DLQ listing.  They only ever carry retry bookkeeping, so losing them costs at
+    most a retry count (a message without them is treated as fresh)."""
+    try:
+        return dict(msg.properties())
+    except Exception as e:  # noqa: BLE001 - UnicodeDecodeError or whatever the binding raises for them
+        _log.warning("message %s on %s: its properties cannot be decoded (%s); read without them",
+                     msg.message_id(), msg.topic_name(), type(e).__name__)
+        return {}
 
 
 #: How long a reader waits for the next message it was told is available.
