@@ -388,8 +388,16 @@ def parent_of(path: str) -> str:
     return head or "/"
 
 
+#: No Pulsar or BookKeeper path comes near this.  A request carrying a bigger one makes ZooKeeper
+#: drop the connection (``jute.maxbuffer``), which looks like an outage to every request sharing it.
+MAX_PATH_BYTES = 16 * 1024
+
+
 def validate_path(path: str) -> None:
     """Reject paths ZooKeeper would reject, with the same rules on every backend."""
+    if len(path) > MAX_PATH_BYTES or len(path.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
+        raise ValueError(f"invalid metadata path of {len(path.encode('utf-8', 'surrogatepass'))} bytes: "
+                         f"over {MAX_PATH_BYTES}")
     if not path.startswith("/") or (path != "/" and path.endswith("/")) or "//" in path:
         raise ValueError(f"invalid metadata path {path!r}: must be absolute, no empty or trailing segment")
     if any(seg in (".", "..") for seg in path.split("/")[1:]):

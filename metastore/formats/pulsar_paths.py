@@ -30,6 +30,8 @@ _SAFE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01234567
 _ENTITY = re.compile(r"[-=:.\w]+", re.ASCII)
 _PARTITION = re.compile(r"(.*)-partition-([0-9]+)", re.DOTALL)
 _DOT_SEGMENTS = frozenset({".", ".."})
+#: The longest managed-ledger name (``tenant/ns/persistent/<encoded local name>``) we accept.
+MAX_NAME_CHARS = 4096
 
 
 def is_utf8_text(text: str) -> bool:
@@ -101,6 +103,11 @@ class TopicName:
             raise ValueError("topic local name is not valid Unicode text (lone surrogate)")
         if "/" in self.local_name:  # Pulsar would read t/ns/a/b as a V1 name
             raise ValueError(f"topic local name {self.local_name!r} contains '/'")
+        if len(self.tenant) + len(self.namespace) + 3 * len(self.local_name.encode("utf-8")) > MAX_NAME_CHARS and (
+                len(managed_ledger_name(self)) > MAX_NAME_CHARS):
+            # a name no metadata request can carry safely: refused here, before any I/O, so it can
+            # never reach ZooKeeper and drop the connection every other request shares
+            raise ValueError(f"topic name too long: its managed-ledger name would exceed {MAX_NAME_CHARS} characters")
 
     def __str__(self) -> str:
         return f"{DOMAIN}://{self.tenant}/{self.namespace}/{self.local_name}"
