@@ -21,7 +21,12 @@ def everything_served(config: DeletionConfig, store: MetadataStore, cluster: Del
     """The cluster's topics, then (namespace scope) every namespace's own, sorted by namespace."""
     if config.ledger_deletion_topic_scope != "namespace":
         return [cluster]
-    return [cluster, *(namespace_topics(ns, cluster) for ns in discover(store))]
+    # The cluster topic's own namespace (``pulsar/system``) has the cluster's topics as its own: once.
+    every: dict[str, DeletionTopics] = {cluster.base: cluster}
+    for ns in discover(store):
+        topics = namespace_topics(ns, cluster)
+        every.setdefault(topics.base, topics)
+    return list(every.values())
 
 
 def consumed(scope: list[DeletionTopics]) -> list[str]:

@@ -36,7 +36,7 @@ from deletion_service.metrics import DeletionMetrics
 from deletion_service.model import DeleteLedgerPayload, LedgerType, PendingDeleteLedgerInfo, Reason
 from deletion_service.namespaces import cross_namespace
 from deletion_service.publisher import RequestPublisher
-from deletion_service.topics import DeletionTopics
+from deletion_service.topics import DeletionTopics, namespace_of_topic, namespace_topics
 from metastore.interface import MetadataStore
 from offloaders.registry import OffloaderSettings
 
@@ -70,6 +70,7 @@ class SyncOutcome(StrEnum):
     NOT_YET = "not_yet"  # OPEN / IN_RECOVERY, or too young: ask again after retry_after_s
     UNAVAILABLE = "unavailable"  # a dependency failed: metadata store, S3, broker
     FAILED = "failed"  # cannot verify, invalid, or a permanent storage error an operator must look at
+    OUT_OF_SCOPE = "out_of_scope"  # a daemon restricted to some namespaces was asked about another's ledger
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,8 @@ class LedgerDeletionService:
         self._consumers: list = []
         self._sync_lock = threading.Lock()
         self.audit = audit  # every settled request gets one record (``deletion_service/audit/``)
+        #: ``run --tenant``/``--namespace``: the namespaces this daemon may act for (None: all)
+        self.restricted_to: Callable[[str], bool] | None = None
 
     # ---- lifecycle
 
@@ -125,8 +128,8 @@ class LedgerDeletionService:
         if not self.namespace_scope:
             self._subscribe([self.topics])
         else:
-            self._subscribe(([self.topics] if drain_cluster_topics else [])
-                            + [DeletionTopics.for_namespace(ns, self.config) for ns in namespaces or []])
+            self._subscribe(self._unserved(([self.topics] if drain_cluster_topics else [])
+                                           + [namespace_topics(ns, self.topics) for ns in namespaces or []]))
         guard = (lambda msg, request: cross_namespace(msg.topic, request.topic_name, self.topics)) \
             if self.namespace_scope else None
         self.worker = DeletePhaseWorker(requests, retries, self.publisher, self.pipeline,
@@ -142,11 +145,21 @@ class LedgerDeletionService:
 
     def serve_namespaces(self, namespaces: list[str]) -> list[str]:
         """Namespace scope: also consume these namespaces' topics (those not served yet); returns the new ones."""
-        served = {t.namespace for t in self.served if not t.partitioned}
-        new = [ns for ns in namespaces if ns not in served]
-        if new:
-            self._subscribe([DeletionTopics.for_namespace(ns, self.config) for ns in new])
-        return new
+        new = self._unserved([namespace_topics(ns, self.topics) for ns in namespaces])
+        self._subscribe(new)
+        return [t.namespace for t in new]
+
+    def _unserved(self, topic_sets: list[DeletionTopics]) -> list[DeletionTopics]:
+        """``topic_sets`` less those served already, each once.  The cluster topic's own namespace
+        (``pulsar/system`` on every cluster) has the cluster's topics as its own: consumed twice, its
+        requests would be settled twice and its DLQ listed twice."""
+        seen = {t.base for t in self.served}
+        out = []
+        for topics in topic_sets:
+            if topics.base not in seen:
+                seen.add(topics.base)
+                out.append(topics)
+        return out
 
     def _subscribe(self, topic_sets: list[DeletionTopics]) -> None:
         """One consumer for these sets' request topics and one for their RETRY topics, added to the groups;
@@ -204,6 +217,12 @@ class LedgerDeletionService:
         return self.delete_now(payload, reason)
 
     def delete_now(self, payload: DeleteLedgerPayload, reason: Reason = Reason.MANUAL) -> SyncResult:
+        """The admin API's delete: the consumer's pipeline, and the consumer's scope.  A daemon a tenant
+        runs for its own namespaces (``run --tenant``) acts on nothing else through this door either."""
+        asked = namespace_of_topic(payload.topic_name)
+        if self.restricted_to is not None and not self.restricted_to(asked):
+            return SyncResult(SyncOutcome.OUT_OF_SCOPE, f"this daemon serves only its own namespaces, not {asked}: "
+                                                        "nothing verified or deleted")
         request = self.pending(payload, reason)
         # No retry budget here: the caller is the one who retries, so "not yet" never turns into a DLQ verdict.
         policy = replace(self.policy, max_retries=2**31)

@@ -8,11 +8,15 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
+import pulsar
 import pytest
 
 from deletion_service.cluster_writer import pulsar_custom_metadata
 from metastore import open_store
+from metastore.interface import ABSENT
+from tests.cli_runner import run_cli
 from tests.deletion_world import DAY_MS, World, make_world, now_ms, request, send_raw
 from tests.harness import PulsarLiteBroker, ZooKeeperServer
 
@@ -54,3 +58,33 @@ def test_a_topic_name_no_metadata_request_can_carry_costs_only_its_own_request(
     assert world.outcomes() == {"deleted": len(genuine), "dlq": 1}
     [parked] = [s for s in world.settled if s.outcome.value == "dlq"]
     assert "too long" in parked.action.reason
+
+
+def test_the_cluster_topics_own_namespace_is_listed_and_requeued_once(
+        zk_url: str, pulsar_broker: PulsarLiteBroker, tmp_path: Path) -> None:
+    """Every cluster has the namespace its deletion topic lives in (``pulsar/system``); in namespace
+    scope it was discovered like a tenant's, and its "own" topics are the cluster's: the unscoped
+    ``dlq list`` showed a parked request twice and ``dlq requeue --all`` republished it twice."""
+    tenant = f"sys-{uuid.uuid4().hex[:8]}"
+    cluster = f"persistent://{tenant}/system/__ledger_deletion"
+    with open_store(zk_url) as store:
+        for path in ("/admin", "/admin/policies", f"/admin/policies/{tenant}", f"/admin/policies/{tenant}/system",
+                     "/admin/policies/acme", "/admin/policies/acme/ns"):
+            if store.get(path) is None:
+                store.put(path, b"{}", ABSENT)
+    cfg = tmp_path / "scope.toml"
+    cfg.write_text(f'ledgerDeletionTopicScope = "namespace"\nledgerDeletionTopic = "{cluster}"\n')
+    common = ["--metadata-store", zk_url, "--broker-url", pulsar_broker.service_url, "--config", str(cfg),
+              "--data-dir", str(tmp_path / "data")]
+    client = pulsar.Client(pulsar_broker.service_url)
+    try:
+        client.create_producer(f"{cluster}-DLQ").send(
+            request("persistent://acme/ns/x", 4242).to_json(), properties={"reason": "max-retries-reached"})
+    finally:
+        client.close()
+    listed = run_cli(*common, "--json", "dlq", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert [e["request"]["ledgerId"] for e in json.loads(listed.stdout)] == [4242]
+    requeued = run_cli(*common, "--json", "dlq", "requeue", "--all")
+    assert requeued.returncode == 0, requeued.stderr
+    assert json.loads(requeued.stdout)["requeued"] == 1

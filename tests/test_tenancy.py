@@ -8,6 +8,7 @@ import json
 import signal
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
@@ -108,6 +109,16 @@ def test_two_tenants_each_delete_only_their_own_and_a_forged_request_is_dead_let
         api = f"http://127.0.0.1:{acme_port}/admin/v2/ledger-deletion/dlq?namespace=acme/orders"
         with urllib.request.urlopen(api, timeout=10) as r:
             assert [e["request"]["ledgerId"] for e in json.loads(r.read())] == [FORGED]
+        # acme's daemon acts for acme through its admin API too (found by the outside review of issue 27:
+        # it deleted globex's ledger with 200 "deleted")
+        delete = urllib.request.Request(
+            f"http://127.0.0.1:{acme_port}/admin/v2/ledger-deletion/delete", method="POST",
+            headers={"Content-Type": "application/json"},
+            data=json.dumps({"topicName": GLOBEX, "ledgerComponent": "MANAGED_LEDGER", "ledgerType": "LEDGER",
+                             "ledgerId": FORGED}).encode())
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(delete, timeout=30)
+        assert refused.value.code == 403 and json.loads(refused.value.read())["outcome"] == "out_of_scope"
     finally:
         outs = {}
         for name, proc in (("acme", acme), ("globex", globex)):

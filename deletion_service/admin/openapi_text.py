@@ -99,8 +99,8 @@ DELETE: dict[str, Any] = {
     "tags": ["ledger-deletion"],
     "summary": "Verify and delete one ledger now (synchronous)",
     "description": "Runs the delete phase's decision and actions for one request, as the consumer would, and "
-                   "answers with how it ended instead of acknowledging a message. The request is treated as "
-                   "reason `manual`: a ledger younger than `minLedgerAgeSeconds` is not deleted yet. "
+                   "answers with how it ended instead of acknowledging a message. A ledger younger than "
+                   "`minLedgerAgeSeconds` is not deleted yet, unless the metadata proves it superseded. "
                    "Idempotent: a ledger already gone answers 200 `absent`.",
     # The body is read and checked by hand (400, not FastAPI's 422), so its schema is attached here.
     "openapi_extra": {"requestBody": {"required": True, "content": {"application/json": {
@@ -110,6 +110,8 @@ DELETE: dict[str, Any] = {
         400: documented_answer("`invalid`: not JSON, or not a deletion request (the reason names the field)"),
         401: documented_answer("`unauthorized`: a token is configured and the bearer token is missing or wrong",
                                {"WWW-Authenticate": {"schema": {"type": "string"}, "required": True}}),
+        403: documented_answer("`out_of_scope`: this daemon is restricted to its own namespaces (`run --tenant`/"
+                               "`--namespace`) and the topic is in another; nothing verified or deleted"),
         409: documented_answer("`still_in_use`: referenced, never deleted (do not retry); or `not_yet`: the "
                                "ledger is OPEN/IN_RECOVERY or younger than `minLedgerAgeSeconds` (retry after "
                                "`Retry-After`)", RETRY_AFTER),

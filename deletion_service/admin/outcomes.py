@@ -9,6 +9,7 @@
 | metadata_mismatch | 422 | the request does not describe this ledger (forged or stale) |
 | unavailable (metadata store, S3, broker, timeouts) | 503 + ``Retry-After`` | a dependency is down |
 | failed (metadata unreadable, offload target error) | 502 | storage answered what we cannot act on: an operator looks |
+| out_of_scope | 403 | a daemon restricted to its tenant's namespaces (``run --tenant``) was asked about another's |
 
 Why an OPEN or young ledger is 409 and not 503: the service and its
 dependencies worked and verified the ledger; it is the *ledger's state* that
@@ -50,6 +51,7 @@ class HttpOutcome(StrEnum):
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     NOT_FOUND = "not_found"
     METHOD_NOT_ALLOWED = "method_not_allowed"
+    OUT_OF_SCOPE = "out_of_scope"
     ERROR = "error"
 
 
@@ -71,6 +73,7 @@ _DIRECT = {
     SyncOutcome.STILL_IN_USE: (409, HttpOutcome.STILL_IN_USE),
     SyncOutcome.METADATA_MISMATCH: (422, HttpOutcome.METADATA_MISMATCH),
     SyncOutcome.FAILED: (502, HttpOutcome.FAILED),
+    SyncOutcome.OUT_OF_SCOPE: (403, HttpOutcome.OUT_OF_SCOPE),
 }
 
 

@@ -80,6 +80,7 @@ def register(app: typer.Typer) -> None:
                                             audit=audit)
             supervisor = BrokerSupervisor(env.embedded) if env.embedded is not None and env.embedded.owned else None
             served, drain = _scope(cfg, env.store, tenant, namespace)
+            service.restricted_to = _restriction(tenant, namespace)
             daemon = Daemon(service, env.backlog, supervisor=supervisor, summary_every_s=summary_every,
                             namespaces=served, drain_cluster_topics=drain)
             admin = start_admin(env, service, admin_address, daemon.liveness)
@@ -104,6 +105,16 @@ def register(app: typer.Typer) -> None:
                     signal.signal(sig, handler)
             _log.info("stopped")
         raise typer.Exit(code)
+
+
+def _restriction(tenant: str | None, namespace: str | None) -> Callable[[str], bool] | None:
+    """Which namespaces a restricted daemon may act for, also through its admin API (None: all)."""
+    tenant, namespace = options.parse_scope(tenant, namespace)
+    if namespace is not None:
+        return lambda asked: asked == namespace
+    if tenant is not None:
+        return lambda asked: asked.split("/", 1)[0] == tenant
+    return None
 
 
 def _scope(cfg: DeletionConfig, store: MetadataStore, tenant: str | None,
