@@ -13,12 +13,14 @@ from pathlib import Path
 import pulsar
 import pytest
 
+from deletion_service.audit.topic_check import compare
 from deletion_service.cluster_writer import pulsar_custom_metadata
 from metastore import open_store
 from metastore.interface import ABSENT
 from tests.cli_runner import run_cli
 from tests.deletion_world import DAY_MS, World, make_world, now_ms, request, send_raw
 from tests.harness import PulsarLiteBroker, ZooKeeperServer
+from tests.test_audit_trail import fill, lines
 
 
 @pytest.fixture
@@ -88,3 +90,19 @@ def test_the_cluster_topics_own_namespace_is_listed_and_requeued_once(
     requeued = run_cli(*common, "--json", "dlq", "requeue", "--all")
     assert requeued.returncode == 0, requeued.stderr
     assert json.loads(requeued.stdout)["requeued"] == 1
+
+
+def test_records_anyone_adds_to_the_audit_topic_neither_crash_verify_nor_fake_an_edit(tmp_path: Path) -> None:
+    """Whoever may produce to ``-AUDIT`` could crash ``audit verify`` with one deeply nested message
+    (RecursionError), and make an intact trail read as edited by republishing a real record with
+    another outcome beside the genuine copy.  The topic is a witness: its genuine copy still matches."""
+    fill(tmp_path, 3)
+    mine = [raw.rstrip(b"\n") for _, ls in lines(tmp_path) for raw in (x.encode() for x in ls)]
+    real = json.loads(mine[0])
+    forged = json.dumps({**real, "outcome": "absent", "reason": "forged"}, separators=(",", ":")).encode()
+    on_topic = [*mine, b"[" * 200_000, forged]
+    seen = compare("persistent://t/ns/x-AUDIT", mine, on_topic)
+    assert seen.whole and seen.unreadable == 1, seen
+    # an edit of the files is still caught: the genuine copy on the topic no longer matches anything
+    edited = [forged, *mine[1:]]
+    assert compare("persistent://t/ns/x-AUDIT", edited, mine).differing == (real["seq"],)

@@ -14,12 +14,18 @@ instance that also wrote to the files.  What the comparison can then say:
 
 - on the topic, not in the files, no file record with its seq: **missing from the
   files** (cut off the end, or removed) — a break;
-- on the topic with a seq the files also have, in other bytes: **differs** (edited
-  in the files, or a rewritten chain) — a break;
+- on the topic with a seq the files also have, in other bytes, and no topic record
+  of that seq is the files' own: **differs** (edited in the files, or a rewritten
+  chain) — a break;
 - in the files, not on the topic: **not copied** — reported, not a break: the copy is
   best effort (a broker that refused it; ``publish.py`` logged the drop);
 - on the topic and of no chain the files touch: **other trails** (other daemons' data
   dirs, or this one's if all its files were removed: the count says so).
+
+The topic is a witness, not an authority: whoever may produce to it can add records.
+An added record whose seq the files have, beside the genuine copy, changes nothing
+(the genuine copy matches); any message parses or counts as unreadable, never raises.
+A break it reports is a disagreement, so the wording names both possibilities.
 """
 
 from __future__ import annotations
@@ -55,10 +61,10 @@ class TopicComparison:
         parts = []
         if self.missing_from_files:
             parts.append(f"the topic copy has {_seqs(self.missing_from_files)} that the files do not "
-                         "(cut off the end, or removed)")
+                         "(cut off the end or removed; or written to the topic by someone else)")
         if self.differing:
             parts.append(f"{_seqs(self.differing)} differ from the topic copy (edited in the files, "
-                         "or the chain rewritten)")
+                         "or the chain rewritten; or written to the topic by someone else)")
         return "; ".join(parts)
 
     def summary(self) -> str:
@@ -92,8 +98,9 @@ def compare(topic: str, file_lines: Sequence[bytes], topic_messages: Iterable[by
     by_seq = {rec["seq"] for rec in files.values()}
     missing = sorted({topic_records[d]["seq"] for d in ours if d not in files and topic_records[d]["seq"]
                       not in by_seq})
+    confirmed = {topic_records[d]["seq"] for d in ours if d in files}  # seqs whose genuine copy is on the topic
     differing = sorted({topic_records[d]["seq"] for d in ours if d not in files and topic_records[d]["seq"]
-                        in by_seq})
+                        in by_seq} - confirmed)
     return TopicComparison(topic, read, len(ours), tuple(missing), tuple(differing),
                            not_copied=sum(1 for d in files if d not in topic_records),
                            others=len(topic_records) - len(ours), unreadable=unreadable)
@@ -125,9 +132,11 @@ def _daemon(rec: dict[str, Any]) -> str | None:
 
 
 def _parse(raw: bytes) -> dict[str, Any] | None:
+    """A record, or None for anything else: the topic takes any bytes (deep nesting raises
+    RecursionError in ``json``, not ValueError), and one message must not stop a verify."""
     try:
         return record.parse(raw)
-    except ValueError:
+    except Exception:  # noqa: BLE001 - see the docstring
         return None
 
 
