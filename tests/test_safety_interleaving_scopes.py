@@ -740,7 +740,11 @@ def test_cross_namespace_requeues_and_shared_segments_interleaved(
         print(f"scopes interleaving: {figures}")
     if w.violations or w.errors:
         lines = [f"SCOPES_SEED={SEED}: {len(w.violations)} violation(s), {len(w.errors)} harness error(s); {figures}"]
-        lines += [f"  {where}: {v}" for where, v in w.violations[:25]]
+        groups: dict[str, list[str]] = {}
+        for where, v in w.violations:
+            groups.setdefault(v.invariant, []).append(f"{where}: {v}")
+        for invariant, items in sorted(groups.items()):
+            lines += [f"  {invariant}: {len(items)}", *(f"    {x}" for x in items[:4])]
         lines += [f"  harness: {e}" for e in w.errors[:10]]
         pytest.fail("\n".join(lines), pytrace=False)
     # the run exercised what it claims to
