@@ -618,7 +618,7 @@ def test_cross_namespace_requeues_and_shared_segments_interleaved(
     watcher = threading.Thread(target=observer, args=(w, stop, stats), daemon=True)
     watcher.start()
     operators = [threading.Thread(target=operator_loop, args=(w, ops_stop, random.Random(f"{SEED}/op/{i}")),
-                                  name=f"operator-{i}", daemon=True) for i in range(2)]
+                                  name=f"operator-{i}", daemon=True) for i in range(3)]
     for t in operators:
         t.start()
     try:
@@ -725,13 +725,17 @@ def test_cross_namespace_requeues_and_shared_segments_interleaved(
     deleted = t.created - final.bookkeeper
     read_from = Counter(namespace_of(s.message.topic) == namespace_of(s.request.topic_name)
                         for s in w.settled if s.request is not None and s.outcome.value == "dlq")
+    # a segment request held (reconsumed in the grace, then acked in use) because a listed ledger holds it
+    held = sum(1 for s in w.settled if s.request is not None and s.request.ledger_type.value == "OFFLOAD_LEDGER"
+               and ("holding it" in s.action.reason or "is named by the offload context of ledger" in s.action.reason))
     kinds = Counter(k for _, k, _ in t.sent) + Counter(k for _, k in t.direct)
     figures = (
         f"seed={SEED} rounds={w.round + 1}/{ROUNDS} in {rounds_s:.0f}s (+{time.monotonic() - started - rounds_s:.0f}s "
         f"drain); sent={dict(sorted(kinds.items()))}; outcomes={dict(sorted(outcomes.items()))}; "
         f"ledgers created={len(t.created)} trimmed={len(t.trimmed)} deleted={len(deleted)} orphans={len(t.orphans)} "
         f"bait={len(t.bait)}; segments={len(t.segments)} (own location {sum(s.own_location for s in t.segments)}, "
-        f"shared boundary {sum(1 for segs in t.in_segment.values() if len(segs) > 1)}) gone={segs_gone}; "
+        f"shared boundary {sum(1 for segs in t.in_segment.values() if len(segs) > 1)}) gone={segs_gone} "
+        f"held-requests={held}; "
         f"dlq parked at end={parked_total} hidden={hidden} same-ns-dlq={read_from[True]} "
         f"cross-dlq={read_from[False]}; ops={dict(sorted(t.ops.items()))}; observations={stats['observations']}; "
         f"seconds spent {', '.join(f'{k}={v:.0f}' for k, v in sorted(w.spent.items()))}"
