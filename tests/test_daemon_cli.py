@@ -101,6 +101,7 @@ def test_run_exits_3_when_not_idle_in_time(data_dir: Path, tmp_path: Path) -> No
     with open_store(url) as store:
         w = ClusterWriter(store)
         w.ensure_layout()
+        w.managed_ledger(TOPIC, [])  # exists and records nothing newer: nothing proves 7 superseded
         w.bk_ledger(7, pulsar_custom_metadata(TOPIC), ctime_ms=int(time.time() * 1000))  # young
     f = tmp_path / "young.jsonl"
     f.write_text(

@@ -83,6 +83,7 @@ from metastore.interface import (
     MultiOpError,
     Node,
     NotSentError,
+    Op,
     Put,
 )
 from metastore.retry import read_retry
@@ -196,32 +197,37 @@ def trim(
                           "writing now could orphan its ledger; nothing removed: run trim again (a faster broker, "
                           "or a longer twoPhaseDeletionInUseGraceSeconds)")
         return result
-    ops = [CheckVersion(path, node.version) for path, node in cursor_nodes.items() if node is not None]
+    result.metadata_writes = 1
+    result.aborted = _forget(store, name, ml_path, ml, ml_node, cursor_nodes, receipted, retry)
+    if result.aborted is not None:
+        return result
+    failpoint("trim.after-write")
+    result.removed = sorted(receipted)
+    return result
+
+
+def _forget(store: MetadataStore, name: str, ml_path: str, ml: ManagedLedgerInfo, ml_node: Node,
+            cursor_nodes: dict[str, Node | None], receipted: set[int], retry: Callable[[], Retrying]) -> str | None:
+    """Step 4, the one write: ``None`` once the receipted ledgers have left the list, else why not."""
+    ops: list[Op] = [CheckVersion(path, node.version) for path, node in cursor_nodes.items() if node is not None]
     written = encode_managed_ledger(pick.without(ml, receipted))
     ops.append(Put(ml_path, written, ml_node.version))
-    result.metadata_writes = 1
     try:
         store.multi(ops)
     except MultiOpError as e:
         moved = e.op.path if isinstance(e.cause, BadVersionError) else None
-        result.aborted = (f"{moved} changed since it was read" if moved else str(e.cause)) + (
+        return (f"{moved} changed since it was read" if moved else str(e.cause)) + (
             "; nothing removed: phase two will find the sent ledgers still in use")
-        return result
     except MetadataStoreUnavailable as e:
         landed = False if isinstance(e, NotSentError) else _write_landed(store, ml_path, ml_node, written, retry)
         if landed is None:
-            result.aborted = (f"{e}; the write's reply was lost and reading the node back cannot tell whether it "
-                              "was applied: if it was, phase two deletes the sent ledgers; if not, it finds them "
-                              "still listed. "
-                              f"`inspect managed-ledger --topic {name}` shows which")
-            return result
+            return (f"{e}; the write's reply was lost and reading the node back cannot tell whether it was "
+                    "applied: if it was, phase two deletes the sent ledgers; if not, it finds them still "
+                    f"listed. `inspect managed-ledger --topic {name}` shows which")
         if not landed:
-            result.aborted = f"{e}; nothing removed: phase two will find the sent ledgers still in use"
-            return result
+            return f"{e}; nothing removed: phase two will find the sent ledgers still in use"
         _log.info("trim of %s: the write's reply was lost, but reading back shows it applied", name)
-    failpoint("trim.after-write")
-    result.removed = sorted(receipted)
-    return result
+    return None
 
 
 def _send_all(name: str, announced: list[tuple[int, list[PendingDeleteLedgerInfo]]], send: BatchSend,

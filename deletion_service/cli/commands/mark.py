@@ -45,6 +45,14 @@ def _single_request(topic: str | None, ledger_id: int | None, component: Compone
         raise UsageError(str(e).replace("payload: Value error, ", "").replace("Value error, ", "")) from e
 
 
+def _report_sent(as_json: bool, ids: list[str], destinations: list[str]) -> None:
+    if as_json:
+        typer.echo(json.dumps({"sent": len(ids), "messageIds": ids}))
+    else:
+        typer.echo(f"sent {len(ids)} deletion request(s) to {', '.join(destinations)}"
+                   + (f": {ui.ids(ids)}" if ids else ""))
+
+
 def register(app: typer.Typer) -> None:
     @app.command(help="Send deletion requests (never edits metadata). Offloaded copies: use --from-file.")
     def enqueue(
@@ -77,13 +85,8 @@ def register(app: typer.Typer) -> None:
                 raise UserError(f"{e.first}; sent {e.sent} of {len(requests)}; not sent: ledger(s) {unsent} "
                                 "(sending a request again is harmless)") from e
             # where they went: the cluster's topic, or (namespace scope) each request's namespace's
-            destinations = sorted({publisher.topics_for(r).base for r in requests})
-        ids = [display_message_id(i) for i in sent]
-        if opts.json:
-            typer.echo(json.dumps({"sent": len(sent), "messageIds": ids}))
-        else:
-            typer.echo(f"sent {len(sent)} deletion request(s) to {', '.join(destinations) or cfg.ledger_deletion_topic}"
-                       + (f": {ui.ids(ids)}" if ids else ""))
+            destinations = sorted({publisher.topics_for(r).base for r in requests}) or [cfg.ledger_deletion_topic]
+        _report_sent(opts.json, [display_message_id(i) for i in sent], destinations)
 
     @app.command(help="The mark phase for one managed ledger (for topics no broker owns).")
     def trim(
