@@ -30,8 +30,8 @@ from tests.deletion_world import DAY_MS, S3Bucket, World, make_world, now_ms, re
 from tests.harness import MotoS3Server, PulsarLiteBroker, ZooKeeperServer
 
 GARBAGE = [b"{not json", b"\xff\xfe\x00", b'{"topicName": "persistent://t/ns/x"}']
-DUPLICATED = 10
-CURRENT_LEDGER = 10**9  # each topic's current ledger: newer than any other ledger of the run  # verified requests delivered a second time, after everything else
+DUPLICATED = 10  # verified requests delivered a second time, after everything else
+CURRENT_LEDGER = 10**9  # each topic's current ledger: newer than any other ledger of the run
 
 #: Every row of the run, in the order its requests are sent, and how each of its requests ends (None: it
 #: does not end yet, held in RETRY).  Each row is one test below.
