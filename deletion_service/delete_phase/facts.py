@@ -26,10 +26,6 @@ class BookKeeperFact:
     unreadable: str | None = None  # why the bytes could not be decoded
 
     @property
-    def absent(self) -> bool:
-        return self.metadata is None and self.unreadable is None
-
-    @property
     def ctime_ms(self) -> int | None:
         if self.metadata is None:
             return None
@@ -49,8 +45,6 @@ class OffloadFact:
     verified: str | None = None
     #: why nothing proves it (index missing, or naming no managed ledger): never deleted
     unverifiable: str | None = None
-    #: the managed ledger the index names: the identity the reference check must use
-    owner_managed_ledger: str | None = None
     oldest_object_ms: int | None = None  # for the age guard of orphan/manual requests
     #: a streaming segment a ledger still listed holds (``verify_offload.judge_shared_segment``): in use
     held_by: str | None = None

@@ -304,8 +304,7 @@ class FactGatherer:
         if index.owner != ml_name:  # verification compares with ml_name; this is the invariant, checked
             return OffloadFact(target=target, present=True, oldest_object_ms=oldest,
                                index_mismatch=f"objects belong to {index.owner!r}, not {ml_name!r}")
-        return OffloadFact(target=target, present=True, verified=index.detail, owner_managed_ledger=index.owner,
-                           oldest_object_ms=oldest)
+        return OffloadFact(target=target, present=True, verified=index.detail, oldest_object_ms=oldest)
 
     # ---- the owners: managed ledgers (with their cursors) and schemas
 

@@ -3,8 +3,8 @@
 Two consumers on the ``ledger-deletion`` subscription — the request
 partitions and RETRY — so RETRY messages that are not yet due can be held
 (the embedded broker ignores delayed delivery) without starving new requests.
-Held messages are bounded and so are their delays (config, never the
-message's ``DELAY_TIME``); when the held set is full, a message due sooner
+Held messages are bounded and so are their delays (a message's
+``DELAY_TIME`` capped by config's longest delay); when the held set is full, a message due sooner
 takes the place of the one due last, which goes back to RETRY with the delay
 it has left, so a flood of far-future messages cannot keep a due one waiting.
 Unacked messages return to the subscription when the worker stops, so
