@@ -220,7 +220,7 @@ def _settle(broker: BrokerClient, snap: Snapshot, key: MarkerKey, ids: list[str]
     """Ack, then record, then ack the record (see the module's docstring for the order)."""
     topics = snap.topics
     if ids or snap.markers:
-        broker.acknowledge(topics.dlq, topics.dlq_subscription, [*ids, *snap.markers])
+        broker.acknowledge(topics.dlq, topics.dlq_subscription, ids, likely_acked=snap.markers)
     if not ids:
         return
     producer = broker.producer(topics.dlq)

@@ -13,8 +13,13 @@ from pathlib import Path
 import pulsar
 import pytest
 
+from deletion_service import dlq
 from deletion_service.audit.topic_check import compare
+from deletion_service.broker.interface import display_message_id
+from deletion_service.broker.pulsar_client import PulsarBrokerClient
 from deletion_service.cluster_writer import pulsar_custom_metadata
+from deletion_service.dlq_marker import MarkerKey
+from deletion_service.topics import DeletionTopics
 from metastore import open_store
 from metastore.interface import ABSENT
 from tests.cli_runner import run_cli
@@ -106,3 +111,39 @@ def test_records_anyone_adds_to_the_audit_topic_neither_crash_verify_nor_fake_an
     # an edit of the files is still caught: the genuine copy on the topic no longer matches anything
     edited = [forged, *mine[1:]]
     assert compare("persistent://t/ns/x-AUDIT", edited, mine).differing == (real["seq"],)
+
+
+def test_a_settlement_marker_a_crash_left_unacked_is_acked_by_the_next_purge(
+        zk_url: str, pulsar_broker: PulsarLiteBroker) -> None:
+    """Markers already acked are re-acked by every purge or requeue without waiting for a dispatch that
+    never comes (2 s per DLQ each time); one a crash left unacked is still found and acked."""
+    topics = DeletionTopics(f"persistent://pulsar/system/__ld-{uuid.uuid4().hex[:10]}", 1)
+    broker = PulsarBrokerClient(pulsar_broker.service_url)
+    store = open_store(zk_url)
+    try:
+        key = MarkerKey.ensure(store)
+        client = pulsar.Client(pulsar_broker.service_url)
+        try:
+            sub = client.subscribe(topics.dlq, topics.dlq_subscription, consumer_type=pulsar.ConsumerType.Shared,
+                                   initial_position=pulsar.InitialPosition.Earliest)
+            producer = client.create_producer(topics.dlq)
+            parked = producer.send(request("persistent://t/ns/x", 77).to_json(), properties={"reason": "x"})
+            sub.acknowledge(sub.receive(timeout_millis=5000))  # a purge's first step: the parked request acked
+            # … then it died between sending its marker and acking it: a signed marker, unacked
+            for body in key.bodies(topics.dlq, [display_message_id(str(parked))]):
+                producer.send(body, {dlq.MARKER_PROPERTY: "purge"})
+            sub.close()
+        finally:
+            client.close()
+        purged = dlq.purge(broker, [topics], key, dlq.Selection(everything=True))
+        assert purged == []  # the marker settled the parked request: nothing left to purge
+        consumer = pulsar.Client(pulsar_broker.service_url)
+        try:
+            sub = consumer.subscribe(topics.dlq, topics.dlq_subscription, consumer_type=pulsar.ConsumerType.Shared)
+            with pytest.raises(pulsar.Timeout):  # nothing left unacked: the marker was acked
+                sub.receive(timeout_millis=1500)
+        finally:
+            consumer.close()
+    finally:
+        broker.close()
+        store.close()

@@ -135,9 +135,11 @@ class BrokerClient(abc.ABC):
         arrive while reading are not waited for.  Not abstract: a client without readers says so."""
         raise BrokerError(f"{type(self).__name__} cannot read {topic} without consuming it")
 
-    def acknowledge(self, topic: str, subscription: str, message_ids: Sequence[str]) -> None:
+    def acknowledge(self, topic: str, subscription: str, message_ids: Sequence[str],
+                    likely_acked: Sequence[str] = ()) -> None:
         """Ack exactly these messages (ids as :func:`display_message_id` or ``Received.message_id``
-        spell them) on ``subscription``, and no other; messages it may receive meanwhile go back."""
+        spell them) on ``subscription``, and no other; messages it may receive meanwhile go back.
+        ``likely_acked``: more to ack, probably acked already (so never dispatched again): not waited for."""
         raise BrokerError(f"{type(self).__name__} cannot acknowledge messages by id")
 
     @abc.abstractmethod

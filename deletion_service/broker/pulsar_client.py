@@ -273,20 +273,25 @@ CLOSE_WAIT_S = 3.0
 
 #: How long :meth:`PulsarBrokerClient.acknowledge` waits for the next named message to be dispatched.
 ACK_WAIT_S = 2.0
+#: … and for messages that were probably acked already (an unacked one is dispatched at once).
+LIKELY_ACKED_WAIT_S = 0.2
 
 
-def _ack_named(consumer: pulsar.Consumer, wanted: dict[tuple[int, int], str]) -> None:
-    """Ack the messages ``wanted`` names ((ledger, entry) → text) as they arrive; ack the rest by id."""
-    left = dict(wanted)
-    while left:
+def _ack_named(consumer: pulsar.Consumer, wanted: dict[tuple[int, int], str],
+               extra: dict[tuple[int, int], str] | None = None) -> None:
+    """Ack the messages ``wanted`` names ((ledger, entry) → text) as they arrive; ack the rest by id.
+    ``extra``: acked likewise, but only waited for while ``wanted`` are (or for one short wait)."""
+    left, more = dict(wanted), dict(extra or {})
+    while left or more:
+        wait_s = ACK_WAIT_S if left else LIKELY_ACKED_WAIT_S
         try:
-            message = consumer.receive(timeout_millis=int(ACK_WAIT_S * 1000))
+            message = consumer.receive(timeout_millis=int(wait_s * 1000))
         except pulsar.Timeout:
             break
         key = (message.message_id().ledger_id(), message.message_id().entry_id())
-        if left.pop(key, None) is not None:
+        if left.pop(key, None) is not None or more.pop(key, None) is not None:
             consumer.acknowledge(message)
-    for text in left.values():
+    for text in (*left.values(), *more.values()):
         consumer.acknowledge(pulsar.MessageId(*_client_order(parse_message_id(text))))
 
 
@@ -389,14 +394,20 @@ class PulsarBrokerClient(BrokerClient):
         finally:
             _close_quietly(reader, f"reader on {topic}")
 
-    def acknowledge(self, topic: str, subscription: str, message_ids: Sequence[str]) -> None:
+    def acknowledge(self, topic: str, subscription: str, message_ids: Sequence[str],
+                    likely_acked: Sequence[str] = ()) -> None:
         """Receive until every named message has been dispatched to us, ack exactly those, close (the
         others go back to the subscription at once).  Why receive at all: pulsar-lite ignores an ack for
         a message it has not dispatched to some consumer (measured), where real Pulsar applies an ack
         to any position.  A named message that does not arrive within :data:`ACK_WAIT_S` (held by
-        another consumer, or already acked) is acked by id, which both brokers apply then."""
+        another consumer, or already acked) is acked by id, which both brokers apply then.
+
+        ``likely_acked`` (the DLQ's settlement markers, re-acked by every purge or requeue in case
+        a crash left one unacked) are acked as they come, but waited for only while ``message_ids``
+        are: an already-acked message never comes, and waiting for each cost 2 s per DLQ."""
         try:
             wanted = {parse_message_id(text)[:2]: text for text in message_ids}
+            extra = {parse_message_id(text)[:2]: text for text in likely_acked}
         except ValueError as e:
             raise BrokerError(str(e)) from e
         try:
@@ -405,7 +416,7 @@ class PulsarBrokerClient(BrokerClient):
         except pulsar.PulsarException as e:
             raise self._error(f"cannot subscribe {subscription} on {topic} to acknowledge", e) from e
         try:
-            _ack_named(consumer, wanted)
+            _ack_named(consumer, wanted, extra)
         except pulsar.PulsarException as e:
             raise self._error(f"acknowledging on {topic} failed", e) from e
         finally:
