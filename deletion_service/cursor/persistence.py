@@ -26,6 +26,8 @@ from typing import Protocol
 from metastore import BadVersionError, CheckVersion, MetadataStore, MultiOpError, Put
 from metastore.formats import FormatError, ManagedCursorInfo, cursor_path, decode_cursor, encode_cursor
 from metastore.formats.node_reader import MissingNodeError, read_decoded
+from metastore.interface import MetadataStoreError, MetadataStoreUnavailable, NotSentError
+from metastore.retry import read_retry
 
 from .ack_budget import PersistBudget, PersistPlan, plan_persist, warn_if_incomplete
 from .acks import AckState
@@ -98,7 +100,9 @@ def save(store: MetadataStore, stored: StoredCursor, cursor: ManagedCursor,
          observer: PersistObserver | None = None) -> StoredCursor:
     """CAS-write the cursor at the version it was read (plus ``guards``, atomically); the new node.
 
-    :class:`CursorVersionConflictError` when the cursor or a guarded node moved.
+    :class:`CursorVersionConflictError` when the cursor or a guarded node moved.  A write whose
+    reply was lost is read back (:func:`_landed`), never repeated: applied, it counts as written
+    (a rerun would reset again and bump the epoch twice); otherwise the store's error stands.
     """
     plan = to_info(stored, cursor, (budget or PersistBudget()).capped(store.max_request_bytes))
     data = encode_cursor(plan.info)
@@ -115,6 +119,21 @@ def save(store: MetadataStore, stored: StoredCursor, cursor: ManagedCursor,
         if isinstance(e.cause, BadVersionError):
             raise CursorVersionConflictError(f"{e.op.path} changed since it was read") from e
         raise
+    except MetadataStoreUnavailable as e:
+        if isinstance(e, NotSentError) or not _landed(store, stored, data):
+            raise
+        version = stored.version + 1
     if observer is not None:
         observer.on_persist(plan.full_size, plan.budget)
     return StoredCursor(stored.path, plan.info, version)
+
+
+def _landed(store: MetadataStore, stored: StoredCursor, data: bytes) -> bool:
+    """Whether a cursor write whose reply was lost was applied: one version later, exactly our bytes
+    (the write is atomic with its guards, so they held).  A failed read or any other node: not known,
+    so not claimed."""
+    try:
+        node = read_retry()(store.get, stored.path)
+    except MetadataStoreError:
+        return False
+    return node is not None and node.version == stored.version + 1 and node.data == data
