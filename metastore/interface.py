@@ -192,6 +192,12 @@ class MetadataStore(abc.ABC):
 
     # ---- conveniences with a default implementation; backends may pipeline them
 
+    def sync(self) -> None:
+        """Make this client's later reads see every write committed anywhere before this call.
+        ZooKeeper serves reads from the server a session talks to, which may lag the leader: a
+        node another client created a moment ago can read as absent.  A no-op where reads never lag."""
+        return None
+
     def exists(self, path: str) -> bool:
         return self.get(path) is not None
 

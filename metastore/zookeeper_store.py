@@ -434,11 +434,14 @@ class ZooKeeperMetadataStore(MetadataStore):
         """A ``sync`` first: the server this session now talks to has then applied every write the
         leader committed before it, our lost multi included (a write of the session's old connection
         that reaches the leader after the session moved is refused: ZooKeeper's session-moved check)."""
+        self.sync()
+        return self.get_many(paths)
+
+    def sync(self) -> None:
         try:
             self._call(self._client.sync_async, "/")
         except (kx.KazooException, KazooTimeoutError) as e:
             raise _map(e, "sync") from e
-        return self.get_many(paths)
 
     def close(self) -> None:
         try:

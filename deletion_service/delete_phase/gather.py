@@ -334,7 +334,15 @@ class FactGatherer:
         return _Claims(frozenset(mls), frozenset(schemas), proven)
 
     def _read_owners(self, claims: Sequence[_Claims]) -> tuple[dict[str, _Owner], str | None]:
-        """Every claimed node's references; or, when the metadata store is down, why."""
+        """Every claimed node's references; or, when the metadata store is down, why.
+
+        A sync first: absence proves a ledger superseded (a managed ledger is written before its
+        first ledger), so the owners must be read as of after BookKeeper's nodes were, not from
+        a ZooKeeper server that has not yet seen the broker's latest writes."""
+        try:
+            self.retry()(self.store.sync)
+        except TRANSIENT as e:
+            return {}, str(e)
         ml_paths = sorted({p for c in claims for p in c.managed_ledgers})
         schema_paths = sorted({p for c in claims for p in c.schemas})
         nodes, failed = self._get_nodes(self.store, [*ml_paths, *schema_paths])
