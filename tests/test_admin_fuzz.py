@@ -40,6 +40,8 @@ ROOT = Path(__file__).resolve().parent.parent
 #: Explore beyond the fixed run: ADMIN_FUZZ_EXAMPLES=200 ADMIN_FUZZ_SEED=random pytest tests/test_admin_fuzz.py
 EXAMPLES = os.environ.get("ADMIN_FUZZ_EXAMPLES", "25")
 SEED = os.environ.get("ADMIN_FUZZ_SEED", "186")
+# One worker: with two, hypothesis (describing a filter's lambda) called ast.parse from two threads at once,
+# and CPython 3.11 failed with "SystemError: AST constructor recursion depth mismatch" now and then.
 # A body over the 64 KiB limit is refused by its size (413, documented) before its schema is read:
 # schemathesis' negative cases (e.g. more segments than maxItems allows) can be that big.
 CONFIG = """\
@@ -75,7 +77,7 @@ def test_schemathesis_against_committed_document(tmp_path: Path, zk_url: str, zo
                 [*cli, "--config-file", str(tmp_path / "schemathesis.toml"), "--no-color", "run",
                  str(ROOT / "deploy" / "openapi.json"), "--url", stack.server.url,
                  "--checks", "all", "--phases", "examples,coverage,fuzzing", "--max-examples", EXAMPLES,
-                 *([] if SEED == "random" else ["--seed", SEED]), "--workers", "2", "--request-timeout", "20",
+                 *([] if SEED == "random" else ["--seed", SEED]), "--workers", "1", "--request-timeout", "20",
                  "-H", f"Authorization: Bearer {token}", "--warnings", "off"],
                 cwd=tmp_path, capture_output=True, text=True, timeout=240, check=False,
             )
