@@ -41,6 +41,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 
 from metastore.formats import LedgerMetadata, ManagedCursorInfo, ManagedLedgerInfo, SchemaLocator
 from metastore.formats.custom_metadata import (
@@ -174,6 +175,41 @@ class TopicMetadata:
             for ledger_id in self.schema.ledger_ids():
                 yield Reference(ledger_id, ReferenceKind.SCHEMA, self.topic, self.schema_id)
 
+    @cached_property
+    def references_by_ledger(self) -> dict[int, tuple[Reference, ...]]:
+        """:meth:`references` by ledger id, built once: a batch asks one owner about many ledgers.
+        Raises :class:`UnreadableReference` (each time asked: nothing is cached then)."""
+        out: dict[int, list[Reference]] = {}
+        for ref in self.references():
+            out.setdefault(ref.ledger_id, []).append(ref)
+        return {ledger_id: tuple(refs) for ledger_id, refs in out.items()}
+
+    @cached_property
+    def offload_references_by_uuid(self) -> dict[str, tuple[OffloadReference, ...]]:
+        """:meth:`offload_references` by uuid, built once."""
+        out: dict[str, list[OffloadReference]] = {}
+        for ref in self.offload_references():
+            out.setdefault(ref.uuid, []).append(ref)
+        return {uuid: tuple(refs) for uuid, refs in out.items()}
+
+    @cached_property
+    def offload_uuids_by_ledger(self) -> dict[int, frozenset[str]]:
+        """The uuids each ledger's offload context names, built once."""
+        out: dict[int, set[str]] = {}
+        for ref in self.offload_references():
+            out.setdefault(ref.ledger_id, set()).add(ref.uuid)
+        return {ledger_id: frozenset(uuids) for ledger_id, uuids in out.items()}
+
+    @cached_property
+    def listed(self) -> frozenset[int]:
+        """The ledger ids the managed ledger lists."""
+        return frozenset(self.managed_ledger.ledger_ids()) if self.managed_ledger is not None else frozenset()
+
+    @cached_property
+    def newest_ledger(self) -> int | None:
+        """The highest ledger id the managed ledger lists (``None``: none listed, or no node)."""
+        return max(self.listed, default=None)
+
     def offload_references(self) -> Iterator[OffloadReference]:
         if self.managed_ledger is None:
             return
@@ -219,13 +255,13 @@ def superseded(kind: LedgerKind, ledger_id: int, owner: TopicMetadata, cursor: s
     ``owner_exists`` whether its managed-ledger node exists (``None``: not read).
     Read BookKeeper's node *before* the owner's: then "owner absent" means it
     went away after the ledger was created, not that it is about to be written."""
-    ml = owner.managed_ledger
+    newest = owner.newest_ledger
     match kind:
         case LedgerKind.DATA:
             if owner_exists is False:
                 return f"its managed ledger {owner.topic} no longer exists (written before its first ledger)"
-            if ml is not None and ml.ledgers and max(ml.ledger_ids()) > ledger_id:
-                return f"{owner.topic} already lists newer ledger {max(ml.ledger_ids())}"
+            if newest is not None and newest > ledger_id:
+                return f"{owner.topic} already lists newer ledger {newest}"
         case LedgerKind.CURSOR:
             if owner_exists is False:
                 return f"its managed ledger {owner.topic} no longer exists"
@@ -253,16 +289,14 @@ def offload_superseded(ledger_id: int, uuids: frozenset[str], owner: TopicMetada
     the list below a newer listed one was trimmed."""
     if owner_exists is False:
         return f"its managed ledger {owner.topic} no longer exists"
-    ml = owner.managed_ledger
-    if ml is None:
+    if owner.managed_ledger is None:
         return None
-    listed = next((ledger for ledger in ml.ledgers if ledger.ledger_id == ledger_id), None)
-    if listed is None:
-        newest = max(ml.ledger_ids(), default=None)
+    if ledger_id not in owner.listed:
+        newest = owner.newest_ledger
         if newest is not None and newest > ledger_id:
             return f"{owner.topic} no longer lists it and already lists newer ledger {newest}"
         return None
-    named = {ref.uuid for ref in owner.offload_references() if ref.ledger_id == ledger_id}
+    named = owner.offload_uuids_by_ledger.get(ledger_id, frozenset())
     if named and not (named & uuids):
         return f"its offload context now names {sorted(named)}, a later offload"
     return None

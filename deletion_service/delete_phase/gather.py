@@ -113,9 +113,10 @@ class _Owner:
         one of its uuids (any ledger's: a streaming segment holds several)."""
         if request.ledger_type == LedgerType.OFFLOAD_LEDGER:
             uuids = _uuids(request)
+            by_uuid = self.meta.offload_references_by_uuid
             return [f"offloaded copy {ref.uuid} is named by the offload context of ledger {ref.ledger_id} "
-                    f"of {ref.topic}" for ref in self.meta.offload_references() if ref.uuid in uuids]
-        refs = [ref.why for ref in self.meta.references() if ref.ledger_id == request.ledger_id]
+                    f"of {ref.topic}" for uuid in sorted(uuids) for ref in by_uuid.get(uuid, ())]
+        refs = [ref.why for ref in self.meta.references_by_ledger.get(request.ledger_id, ())]
         hidden = self.meta.hidden
         if hidden is not None and request.ledger_component == LedgerComponent.COMPACTED_LEDGER:
             refs.append(hidden)
