@@ -80,12 +80,18 @@ class DeletionTopics:
         return self.dlq_subscription if topic == self.dlq else self.subscription
 
 
-def beside(topic: str, cluster: DeletionTopics) -> DeletionTopics:
-    """The deletion topics a message received on ``topic`` belongs to: the cluster's, or the
-    namespace's whose request, RETRY or DLQ topic it is."""
+def family(topic: str) -> str:
+    """The request topic a deletion topic belongs to: ``…-partition-N``, ``-RETRY`` and ``-DLQ`` stripped."""
     base = _PARTITION.sub("", topic)
     for suffix in ("-RETRY", "-DLQ"):
         base = base.removesuffix(suffix)
+    return base
+
+
+def beside(topic: str, cluster: DeletionTopics) -> DeletionTopics:
+    """The deletion topics a message received on ``topic`` belongs to: the cluster's, or the
+    namespace's whose request, RETRY or DLQ topic it is."""
+    base = family(topic)
     if base == cluster.base:
         return cluster
     return replace(cluster, base=base, partitions=1, partitioned=False)

@@ -22,6 +22,7 @@ import re
 
 from deletion_service.broker.interface import Outgoing, Received
 from deletion_service.publisher import RequestPublisher
+from deletion_service.topics import family
 
 RECONSUMETIMES = "RECONSUMETIMES"
 DELAY_TIME = "DELAY_TIME"
@@ -85,14 +86,6 @@ def due_at_ms(message: Received, max_delay_s: float, now_ms: int) -> int:
     cap_ms = int(max_delay_s * 1000)
     due = message.publish_time_ms + min(max(0, delay_ms), cap_ms)
     return min(due, now_ms + cap_ms)
-
-
-def family(topic: str) -> str:
-    """The request topic a deletion topic belongs to: ``…-partition-N``, ``-RETRY`` and ``-DLQ`` stripped."""
-    base = _PARTITION.sub("", topic)
-    for suffix in ("-RETRY", "-DLQ"):
-        base = base.removesuffix(suffix)
-    return base
 
 
 def _origin(message: Received) -> dict[str, str]:
