@@ -3,8 +3,12 @@
 It models what PIP-269 is about: reads that are *in flight* while an
 occasional read position change runs.  Reads are started explicitly and
 completed by calling :meth:`InFlightRead.complete`, so tests can inject a
-completion at every point of a change.  Occasional changes live in
-:mod:`.changes`; this module is reads, routing, flow permits and acks.
+completion at every point of a change.  Occasional changes are carried out
+by :class:`~.changes.ReadPositionChanges`, which reaches this dispatcher only
+through :class:`~.changes.ResetsWithCursor` (:meth:`Dispatcher.start_generation`,
+:meth:`Dispatcher.change_finished`); the dispatcher's change methods hand over
+to it.  Which consumer an entry goes to is :mod:`.routing`'s; this module is
+reads, flow permits, acks and consumers.
 
 Flow permits: a consumer added with ``permits`` gets only that many messages
 until it sends :meth:`Dispatcher.flow`; one added without is outside flow
@@ -22,34 +26,30 @@ cursor's state, as last persisted, was over the budget.
 from __future__ import annotations
 
 import threading
-import zlib
 from collections.abc import Callable
 
 from .ack_budget import PersistBudget
-from .changes import ChangesMixin
+from .changes import Change, ReadPositionChanges
 from .epoch import ManagedCursor
 from .log import Entry, EntryLog
 from .position import Position, successor
 from .reads import Delivery, InFlightRead, ReadKind
-from .seek import ClientConsumer, Message
+from .routing import Router, Selector, crc_selector
+from .seek import ClientConsumer, Message, SeekCommand
 from .state import Consumer, DelayedTracker, RecentlyJoined, RedeliverySet
 
-Selector = Callable[[str | None, list[str]], str]
 
+class Dispatcher:
+    """Redelivery set, delayed tracker, recently-joined consumers and consumers, under one lock.
 
-def crc_selector(key: str | None, consumers: list[str]) -> str:
-    """Key_Shared routing: a stable hash of the key over the sorted consumer names."""
-    return consumers[zlib.crc32((key or "").encode()) % len(consumers)]
-
-
-class Dispatcher(ChangesMixin):
-    """Redelivery set, delayed tracker, recently-joined consumers and consumers, under one lock."""
+    ``changes`` moves the cursor and this dispatcher together, under the same lock.
+    """
 
     def __init__(self, cursor: ManagedCursor, log: EntryLog, *, key_shared: bool = False, read_batch: int = 5,
                  selector: Selector = crc_selector, clock: Callable[[], float] = lambda: 0.0,
                  batch_index_acks: bool = False, budget: PersistBudget | None = None) -> None:
-        self.cursor, self.log, self.key_shared, self.read_batch = cursor, log, key_shared, read_batch
-        self.selector, self.clock = selector, clock
+        self.cursor, self.log, self.read_batch = cursor, log, read_batch
+        self.router, self.clock = Router(key_shared, selector), clock
         self.batch_index_acks, self.budget = batch_index_acks, budget
         self.redelivery = RedeliverySet()
         self.delayed = DelayedTracker()
@@ -63,8 +63,8 @@ class Dispatcher(ChangesMixin):
         self._pending_replay: InFlightRead | None = None
         self._deferred: list[Consumer] = []
         self._needs_rewind = False
-        self._round_robin = 0
         self._read_after_change = False
+        self.changes = ReadPositionChanges(cursor, log, self._lock, self)
 
     @classmethod
     def from_config(cls, cursor: ManagedCursor, log: EntryLog, config: object, **kwargs: object) -> Dispatcher:
@@ -72,6 +72,10 @@ class Dispatcher(ChangesMixin):
         the persist budget and ``dispatcherPauseOnAckPersistentStateEnabled``."""
         return cls(cursor, log, batch_index_acks=config.acknowledgment_at_batch_index_level_enabled,  # type: ignore[attr-defined]
                    budget=PersistBudget.from_config(config), **kwargs)  # type: ignore[arg-type]
+
+    @property
+    def key_shared(self) -> bool:
+        return self.router.key_shared
 
     @property
     def epoch_checks(self) -> bool:
@@ -162,7 +166,7 @@ class Dispatcher(ChangesMixin):
             self.delayed.add(position, entry.deliver_at)
             return None
         ack_set = self._ack_set(entry)
-        target = self._route(entry)
+        target = self.router.route(entry.key, self.consumers)
         joined = self.recently_joined.get(target.name) if target is not None else None
         if target is None or (joined is not None and position >= joined.max_read_position):
             # no consumer with permits for it, or Key_Shared holds it for a recently joined one
@@ -181,21 +185,6 @@ class Dispatcher(ChangesMixin):
         if not self.batch_index_acks or entry.batch_size == 1:
             return frozenset()
         return self.cursor.acks.acked_batch_indexes(entry.position, entry.batch_size)
-
-    def _route(self, entry: Entry) -> Consumer | None:
-        """Key_Shared: the key's consumer, if it has the permits; Shared: the next one that has."""
-        names = sorted(self.consumers)
-        if not names:
-            return None
-        if self.key_shared:
-            target = self.consumers[self.selector(entry.key, names)]
-            return target if target.can_take() else None
-        for _ in names:
-            self._round_robin = (self._round_robin + 1) % len(names)
-            target = self.consumers[names[self._round_robin]]
-            if target.can_take():
-                return target
-        return None
 
     # ---- flow permits
 
@@ -221,11 +210,6 @@ class Dispatcher(ChangesMixin):
     def _read_now(self) -> list[InFlightRead]:
         """Replay first, as Pulsar's ``readMoreEntries``, then read on from the read position."""
         return [r for r in (self.replay(), self.read_more()) if r is not None]
-
-    def _after_change(self) -> None:
-        if self._read_after_change:
-            self._read_after_change = False
-            self._read_now()
 
     # ---- acks
 
@@ -289,7 +273,7 @@ class Dispatcher(ChangesMixin):
 
     def _connect(self, consumer: Consumer) -> None:
         if not self.consumers and self._needs_rewind:
-            self.rewind()  # "dispatcher reset": the first consumer after none starts from mark-delete + 1
+            self.changes.rewind()  # "dispatcher reset": the first consumer after none starts from mark-delete + 1
         self._needs_rewind = False
         if self.key_shared and self.consumers:
             # entries below the read position may sit unacked at other consumers: hold its keys back until acked
@@ -309,3 +293,74 @@ class Dispatcher(ChangesMixin):
             self.recently_joined.remove(name)
             if not self.consumers:
                 self._needs_rewind = True
+
+    def handle_seek(self, consumer: str, command: SeekCommand) -> bool:
+        """A consumer's seek: adopt its epoch if bigger, then reset the cursor; False for an unknown consumer.
+
+        The seed says only that the server's epoch never goes down, so a seek whose epoch is not
+        bigger (an older client sends none, i.e. 0) still seeks; its epoch is just not adopted.
+        The epoch and the reset go together: when the reset fails (another change runs:
+        :class:`CursorEpochConflictError`), the consumer's epoch goes back to what it was, or
+        messages from the old position would carry the new epoch past the client's filter."""
+        with self._lock:
+            c = self.consumers.get(consumer)
+            if c is None:
+                return False
+            previous = c.epoch.value
+            c.epoch.advance(command.consumer_epoch)  # never down: a smaller or equal one keeps ours
+            try:
+                self.changes.reset_cursor(command.position, disconnect=False)
+            except BaseException:
+                c.epoch.reset(previous)
+                raise
+            return True
+
+    # ---- what a change does here (ResetsWithCursor; called by ``changes`` under the lock)
+
+    def start_generation(self, read_position: Position, *, disconnect: bool, epoch_checks: bool) -> None:
+        """A change began: reads in flight are outdated (they must not block new ones), and the
+        consumers' unacked messages, the redelivery set, the delayed tracker and the recently-joined
+        consumers all belong to the old read position."""
+        if epoch_checks:
+            self._pending_seq = self._pending_replay = None
+        self.generation += 1
+        self.generation_start[self.generation] = read_position
+        for name in list(self.consumers):
+            if disconnect:
+                self.remove_consumer(name)
+            else:
+                self.consumers[name].pending.clear()
+        self.redelivery.clear()
+        self.delayed.clear()
+        self.recently_joined.clear()
+        if epoch_checks:
+            self._needs_rewind = False  # this change *is* the dispatcher reset
+
+    def change_finished(self) -> None:
+        """The epoch ended: consumers that connected meanwhile join, and reads flow asked for start."""
+        deferred, self._deferred = self._deferred, []
+        for consumer in deferred:
+            self._connect(consumer)
+        if self._read_after_change:
+            self._read_after_change = False
+            self._read_now()
+
+    # ---- occasional changes: carried out by ``changes`` (see :mod:`.changes`)
+
+    def begin_reset(self, position: Position, disconnect: bool = True) -> Change:
+        return self.changes.begin_reset(position, disconnect)
+
+    def finish_change(self, change: Change) -> int:
+        return self.changes.finish_change(change)
+
+    def reset_cursor(self, position: Position, disconnect: bool = True) -> int:
+        return self.changes.reset_cursor(position, disconnect)
+
+    def rewind(self) -> int:
+        return self.changes.rewind()
+
+    def skip(self, n: int) -> int:
+        return self.changes.skip(n)
+
+    def clear_backlog(self) -> int:
+        return self.changes.clear_backlog()
