@@ -28,7 +28,8 @@ from tenacity import Retrying
 
 from deletion_service.delete_phase.decision import Action, Verdict
 from deletion_service.delete_phase.facts import DeleteResult, DeleteStatus, Facts, OffloadObject
-from deletion_service.delete_phase.gather import TRANSIENT, in_parallel, in_process_retry
+from deletion_service.delete_phase.offload_pool import in_parallel
+from deletion_service.delete_phase.storage_retry import TRANSIENT, in_process_retry
 from deletion_service.failpoints import failpoint
 from metastore.interface import MetadataStore, MetadataStoreUnavailable, NodeDeleteOutcome
 from offloaders.interface import (
@@ -143,13 +144,13 @@ class Executor:
 
     def _delete_offload(self, facts: Facts) -> DeleteResult:
         off = facts.offload
-        assert off is not None and off.target is not None
+        assert off is not None and off.target is not None, "decided DELETE_OFFLOAD: a verified copy has a target"
         self.limiter.acquire()
         failed_tries: list[OffloadTransientError] = []
 
-        def delete_all(offloader: Offloader) -> dict[str, ObjectDeleteOutcome]:
+        def delete_all(offloader: Offloader, target: OffloadTarget) -> dict[str, ObjectDeleteOutcome]:
             try:
-                return offloader.delete_all(off.target)
+                return offloader.delete_all(target)
             except OffloadTransientError as e:
                 failed_tries.append(e)  # its deletes may have been applied: their replies are what failed
                 raise
@@ -157,7 +158,7 @@ class Executor:
         try:
             offloader = offloader_for(off.target.driver_name, self.offload)
             sizes = self.retry()(_sizes, offloader, off.target)
-            outcomes = self.retry()(delete_all, offloader)
+            outcomes = self.retry()(delete_all, offloader, off.target)
         except OffloadTransientError as e:
             return DeleteResult(DeleteStatus.TRANSIENT, str(e))
         except OffloadError as e:  # target error, or not allowed discovered late: an operator looks

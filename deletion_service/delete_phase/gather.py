@@ -1,4 +1,10 @@
-"""Gather the facts for a batch of requests: the only delete-phase module that reads storage.
+"""Gather the facts for a batch of requests: every read the decision table's verdict rests on.
+
+Only gathering lives here.  What it gathers with lives beside it: the retry
+policy (``storage_retry.py``, :mod:`metastore.retry`'s), the pool the offload
+reads share with the deleter (``offload_pool.py``), the reading and judging of
+an offloaded copy's indexes (``verify_offload_io.py``, ``verify_offload.py``),
+and the owners' node paths (``owner_paths.py``).
 
 Reads are batched across the whole batch — one pipelined read of every
 BookKeeper znode, one of every managed-ledger and schema node, one of every
@@ -26,21 +32,29 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+from tenacity import Retrying
 
 from deletion_service.delete_phase.breaker import TargetBreakers, TargetNotAnswering
 from deletion_service.delete_phase.facts import BookKeeperFact, Facts, OffloadFact
-from deletion_service.delete_phase.verify_offload import (
-    IndexCheck,
-    IndexExpectation,
-    Verification,
-    combine,
-    judge_index,
-    judge_shared_segment,
+from deletion_service.delete_phase.offload_pool import in_parallel
+from deletion_service.delete_phase.owner_paths import (
+    cursor_name,
+    managed_ledger_path_of_name,
+    managed_ledger_path_of_topic,
+    schema_path_of_id,
+    schema_path_of_topic,
+    topic_of_path,
+)
+from deletion_service.delete_phase.storage_retry import TRANSIENT, in_process_retry
+from deletion_service.delete_phase.verify_offload import IndexExpectation, Verification
+from deletion_service.delete_phase.verify_offload_io import (
+    ChargedStorage,
+    ListingUnreadable,
+    offload_target_keys,
+    verify_offloaded_copy,
 )
 from deletion_service.model import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 from deletion_service.reference_model import (
@@ -61,42 +75,16 @@ from metastore.formats import (
     decode_schema_locator,
     ledger_path,
     managed_ledger_name,
-    managed_ledger_path,
     read_layout,
-    schema_path,
-    topic_from_managed_ledger_name,
 )
 from metastore.formats.custom_metadata import COMPACTED_TOPIC_KEY, CURSOR_KEY, MANAGED_LEDGER_KEY, SCHEMA_ID_KEY
-from metastore.formats.pulsar_paths import url_decode
-from metastore.interface import MetadataStore, MetadataStoreUnavailable, Node
-from offloaders.allow_list import location_keys, target_key
-from offloaders.interface import (
-    OFFLOAD_CONCURRENCY,
-    IndexFacts,
-    IndexRef,
-    ObjectHead,
-    Offloader,
-    OffloadError,
-    OffloadNotAllowedError,
-    OffloadTarget,
-    OffloadTargetError,
-    OffloadTransientError,
-    java_uuid,
-)
+from metastore.interface import MetadataStore, Node
+from offloaders.interface import OffloadNotAllowedError, OffloadTarget, OffloadTargetError, java_uuid
 from offloaders.registry import OffloaderSettings, offloader_for
 
 _log = logging.getLogger(__name__)
 
-TRANSIENT = (MetadataStoreUnavailable, OffloadTransientError)
 T = TypeVar("T")
-
-
-def in_process_retry(attempts: int = 3, max_wait_s: float = 2.0) -> Retrying:
-    """Transient errors get a few quick tries before the request is reconsumed later."""
-    return Retrying(
-        stop=stop_after_attempt(attempts), wait=wait_exponential(multiplier=0.2, max=max_wait_s),
-        retry=retry_if_exception_type(TRANSIENT), reraise=True,
-    )
 
 
 @dataclass
@@ -244,7 +232,7 @@ class FactGatherer:
         for a shared streaming segment: is each ledger it holds still listed, still naming it?
         Raises ``MetadataStoreUnavailable`` (retried) or :class:`ListingUnreadable`."""
         try:
-            path = _managed_ledger_path_of_name(ml_name)
+            path = managed_ledger_path_of_name(ml_name)
         except ValueError as e:
             raise ListingUnreadable(f"{ml_name!r} names no managed ledger: {e}") from e
         node = self.store.get(path)
@@ -254,19 +242,6 @@ class FactGatherer:
             return decode_managed_ledger(node.data)
         except Exception as e:  # noqa: BLE001 - FormatError, or any decoder surprise on stored bytes
             raise ListingUnreadable(f"managed ledger {path} unreadable: {e}") from e
-
-    def probe_for(self, offloader: Offloader, target: OffloadTarget, name: str) -> Callable[[], object]:
-        """A cheap "does this object's target answer?": a HEAD of it (absent is an answer too, and so
-        is a refusal such as no bucket or access denied: only a transient failure is "no answer")."""
-        def probe() -> None:
-            try:
-                offloader.head(target, name)
-            except OffloadTransientError:
-                raise
-            except OffloadError:
-                return
-
-        return probe
 
     def _offload_fact(self, request: PendingDeleteLedgerInfo) -> OffloadFact:
         ctx = request.offload_context
@@ -280,7 +255,7 @@ class FactGatherer:
             return OffloadFact(not_allowed=str(e))
         except (ValueError, OffloadTargetError) as e:
             return OffloadFact(target_error=str(e))
-        storage = _Charged(offloader, target, self.target_breakers, self.probe_for)
+        storage = ChargedStorage(offloader, target, self.target_breakers)
         try:
             heads = [storage.head(name) for name in offloader.object_names(target)]
             present = [h for h in heads if h is not None]
@@ -311,8 +286,8 @@ class FactGatherer:
 
     def _claims(self, request: PendingDeleteLedgerInfo, facts: Facts) -> _Claims:
         """The request's own topic, plus whatever BookKeeper's metadata says owns the ledger."""
-        mls = {_managed_ledger_path(request.topic_name)}
-        schemas = {_schema_path(request.topic_name)}
+        mls = {managed_ledger_path_of_topic(request.topic_name)}
+        schemas = {schema_path_of_topic(request.topic_name)}
         proven: str | None = None
         bk = facts.bookkeeper
         if bk is not None and bk.metadata is not None:
@@ -320,18 +295,18 @@ class FactGatherer:
             # Not a well-formed name: nothing to read, and the mismatch row refuses the request.
             with contextlib.suppress(ValueError):
                 if proven_ml := bk.metadata.custom_text(MANAGED_LEDGER_KEY):
-                    mls.add(path := _managed_ledger_path_of_name(proven_ml))
+                    mls.add(path := managed_ledger_path_of_name(proven_ml))
                     proven = path if kind is not LedgerKind.SCHEMA else proven
             with contextlib.suppress(ValueError):
                 if proven_schema := bk.metadata.custom_text(SCHEMA_ID_KEY):
-                    schemas.add(path := _schema_path_of_id(proven_schema))
+                    schemas.add(path := schema_path_of_id(proven_schema))
                     proven = path if kind is LedgerKind.SCHEMA else proven
             with contextlib.suppress(ValueError):
                 if compacted := bk.metadata.custom_text(COMPACTED_TOPIC_KEY):
-                    mls.add(path := _managed_ledger_path(compacted))
+                    mls.add(path := managed_ledger_path_of_topic(compacted))
                     proven = path if kind is LedgerKind.COMPACTED else proven
         elif facts.offload is not None and facts.offload.verified is not None:
-            proven = _managed_ledger_path(request.topic_name)  # the index names the request's own topic
+            proven = managed_ledger_path_of_topic(request.topic_name)  # the index names the request's own topic
         return _Claims(frozenset(mls), frozenset(schemas), proven)
 
     def _read_owners(self, claims: Sequence[_Claims]) -> tuple[dict[str, _Owner], str | None]:
@@ -405,120 +380,11 @@ class FactGatherer:
                 failed[path] = ("unverifiable", f"{what}{type(e).__name__}: {e}")
         return answers, failed
 
-# Paths of the owners a batch names, memoized: a batch names a few topics many times over,
-# and parsing a topic name was a fifth of a request's CPU.  Pure functions of their text.
-@functools.lru_cache(maxsize=16_384)
-def _managed_ledger_path(topic: str) -> str:
-    return managed_ledger_path(topic)
-
-
-@functools.lru_cache(maxsize=16_384)
-def _schema_path(topic: str) -> str:
-    return schema_path(topic)
-
-
-@functools.lru_cache(maxsize=16_384)
-def _managed_ledger_path_of_name(name: str) -> str:
-    return managed_ledger_path(topic_from_managed_ledger_name(name))
-
-
-@functools.lru_cache(maxsize=16_384)
-def _schema_path_of_id(schema_id: str) -> str:
-    tenant, namespace, encoded = schema_id.split("/")
-    return schema_path(topic_from_managed_ledger_name(f"{tenant}/{namespace}/persistent/{encoded}"))
-
-
-def in_parallel(calls: Sequence[Callable[[], T]]) -> list[T]:
-    """Each call's result, in order; up to :data:`OFFLOAD_CONCURRENCY` at once.  Every call
-    handles its own errors (the offload gatherer and deleter turn each into a fact or a result)."""
-    if len(calls) <= 1:
-        return [call() for call in calls]
-    return list(_offload_pool().map(lambda call: call(), calls))
-
-
-@functools.cache
-def _offload_pool() -> ThreadPoolExecutor:
-    """One pool for the process, its threads kept: starting threads per batch cost
-    memory (each new thread's allocations land in fresh malloc arenas) as well as time."""
-    return ThreadPoolExecutor(max_workers=OFFLOAD_CONCURRENCY, thread_name_prefix="offload")
-
-
-def verify_offloaded_copy(offloader: Offloader | _Charged, target: OffloadTarget,
-                          expect: IndexExpectation | None = None,
-                          listed: Callable[[str], ManagedLedgerInfo | None] | None = None) -> IndexCheck:
-    """Read the target's index objects one by one and judge each (``verify_offload.py``).
-
-    ``listed`` reads a managed ledger's list: given, a streaming segment that holds
-    other ledgers too is judged by whether they are gone from the list of the managed
-    ledger its objects name (:func:`judge_shared_segment`); without it, such a segment
-    is a mismatch, as deleting it would delete their data.  A mismatch ends it: the
-    indexes after it are not read, so a contradiction is reported as such even when
-    reading the next one would have failed.  Storage trouble (transient, target, not
-    allowed) propagates from the offloader."""
-    checks: list[IndexCheck] = []
-    for ref in offloader.index_refs(target):
-        facts = offloader.read_index(target, ref)
-        if listed is not None:
-            check = judge_shared_segment(facts, target.ledger_id, expect, listed, target.managed_ledger_name)
-        else:
-            check = judge_index(facts, target.ledger_id, expect, target.managed_ledger_name)
-        checks.append(check)
-        if check.outcome is Verification.MISMATCH:
-            break
-    return combine(checks)
-
-
-class ListingUnreadable(ValueError):
-    """A managed ledger's list could not be read as such: what holds a segment cannot be known."""
-
-
-def offload_target_keys(request: PendingDeleteLedgerInfo) -> list[str]:
-    """The breaker keys of every location an offload request names (none for a LEDGER request)."""
-    ctx = request.offload_context
-    if ctx is None:
-        return []
-    segs = [(s.driver_name, s.driver_metadata or {}) for s in ctx.segments if s.driver_name is not None]
-    whole = not ctx.segments or bool(ctx.uid_msb or ctx.uid_lsb) or len(segs) < len(ctx.segments)
-    return location_keys(([(ctx.driver_name, ctx.driver_metadata)] if whole else []) + segs)
-
-
-class _Charged:
-    """An offloader's storage calls for one target, each failure charged to the target it went to
-    (its breaker, :class:`TargetBreakers`), each answer credited to it."""
-
-    def __init__(self, offloader: Offloader, target: OffloadTarget, breakers: TargetBreakers,
-                 probe_for: Callable[[Offloader, OffloadTarget, str], Callable[[], object]]) -> None:
-        self.offloader, self.target, self.breakers, self.probe_for = offloader, target, breakers, probe_for
-
-    def _call(self, name: str, call: Callable[[], T]) -> T:
-        where = self.target.location_of(name)
-        key = target_key(where.driver_name, where.driver_metadata)
-        try:
-            out = call()
-        except OffloadTransientError as e:
-            self.breakers.failed(key, str(e), self.probe_for(self.offloader, self.target, name))
-            raise
-        except OffloadError:
-            self.breakers.answered(key)  # a refusal is an answer
-            raise
-        self.breakers.answered(key)
-        return out
-
-    def head(self, name: str) -> ObjectHead | None:
-        return self._call(name, lambda: self.offloader.head(self.target, name))
-
-    def index_refs(self, target: OffloadTarget) -> list[IndexRef]:
-        return self.offloader.index_refs(target)
-
-    def read_index(self, target: OffloadTarget, ref: IndexRef) -> IndexFacts:
-        return self._call(ref.index_name, lambda: self.offloader.read_index(target, ref))
-
-
 def _managed_ledger_owner(path: str, ml: Node | None, cursors: dict[str, Node | None]) -> _Owner:
-    topic = _topic_of_path(path)
+    topic = topic_of_path(path)
     try:
         ml_info = decode_managed_ledger(ml.data) if ml is not None else None
-        cursor_infos = {_cursor_name(name): decode_cursor(n.data) for name, n in cursors.items() if n is not None}
+        cursor_infos = {cursor_name(name): decode_cursor(n.data) for name, n in cursors.items() if n is not None}
     except Exception as e:  # noqa: BLE001 - FormatError, or any decoder surprise on stored bytes
         # Without every reference we cannot prove a ledger unused: never guess.
         return _Owner(TopicMetadata(topic), True, unverifiable=f"metadata at {path} unreadable: {e}")
@@ -554,21 +420,6 @@ def _uuids(request: PendingDeleteLedgerInfo) -> frozenset[str]:
     if ctx is None:
         return frozenset()
     return frozenset(java_uuid(u.uid_msb, u.uid_lsb) for u in (ctx, *ctx.segments) if u.uid_msb or u.uid_lsb)
-
-
-def _topic_of_path(path: str) -> str:
-    """The topic a managed-ledger node path names (the path itself when it names none: only for messages)."""
-    try:
-        return str(topic_from_managed_ledger_name(path.removeprefix("/managed-ledgers/")))
-    except ValueError:
-        return path
-
-
-def _cursor_name(node_name: str) -> str:
-    try:
-        return url_decode(node_name)
-    except ValueError:
-        return node_name  # not Pulsar's encoding: the node's own name is the best we know
 
 
 def _bookkeeper_fact(path: str, node: Node | None) -> BookKeeperFact:
