@@ -45,8 +45,8 @@ from typing import Any
 from deletion_service.delete_phase.breaker import TargetBreakers
 from deletion_service.delete_phase.decision import Policy
 from deletion_service.delete_phase.dispose import grace_since
-from deletion_service.delete_phase.gather import offload_target_keys
 from deletion_service.delete_phase.pipeline import DeletePipeline
+from deletion_service.delete_phase.verify_offload_io import offload_target_keys
 
 _log = logging.getLogger(__name__)
 
