@@ -24,6 +24,8 @@ export PATH="$PWD/.venv/bin:$PATH"  # tools the tests start (schemathesis, moto_
 py=.venv/bin/python
 $py -m pip install -q --disable-pip-version-check -e '.[test]'
 $py -m ruff check .
+# the type checker (configured in pyproject.toml) resolves imports through this interpreter
+.venv/bin/basedpyright --pythonpath "$PWD/.venv/bin/python"
 
 set +e
 $py -m pytest -p no:cacheprovider "$@"
