@@ -29,7 +29,7 @@ import logging
 import os
 import threading
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -93,7 +93,9 @@ class ZooKeeperMetadataStore(MetadataStore):
             command_retry=None,
         )
         try:
-            self._client.start(timeout=connect_timeout_s)
+            # kazoo is unannotated: the checker takes ``start``'s default 15 for an int, though kazoo
+            # only waits on an Event with it, which takes seconds as a float.
+            self._client.start(timeout=connect_timeout_s)  # pyright: ignore[reportArgumentType]
         except KazooTimeoutError as e:
             self._client.close()
             raise MetadataStoreUnavailable(
@@ -123,7 +125,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._state_changed = threading.Condition()
         self._client.add_listener(self._on_state)
 
-    def _call(self, fn_async, *args, **kwargs):  # noqa: ANN001, ANN202 - kazoo's async API is untyped
+    def _call(self, fn_async: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:  # noqa: ANN401 - kazoo's async API is untyped
         """Run one request, once, with a deadline.
 
         kazoo's synchronous calls wait without a deadline while the server is
@@ -132,7 +134,11 @@ class ZooKeeperMetadataStore(MetadataStore):
         """
         if self._client.state != KazooState.CONNECTED:
             raise _NotConnected("not connected to ZooKeeper")
-        return fn_async(*args, **kwargs).get(timeout=self._op_timeout_s)
+        return self._reply(fn_async(*args, **kwargs))
+
+    def _reply(self, result: Any) -> Any:  # noqa: ANN401 - kazoo's IAsyncResult and its values are untyped
+        """A sent request's reply (data and stat, children, a stat), waited for until the operation deadline."""
+        return result.get(timeout=self._op_timeout_s)
 
     # ---- reads
 
@@ -268,7 +274,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         out: dict[str, Node | None] = {}
         for path, result in pending:
             try:
-                data, stat = result.get(timeout=self._op_timeout_s)
+                data, stat = self._reply(result)
             except kx.NoNodeError:
                 out[path] = None
             except (kx.KazooException, KazooTimeoutError) as e:
@@ -303,7 +309,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         out: dict[str, list[str]] = {}
         for path, result in pending:
             try:
-                out[path] = sorted(result.get(timeout=self._op_timeout_s))
+                out[path] = sorted(self._reply(result))
             except kx.NoNodeError:
                 out[path] = []
             except (kx.KazooException, KazooTimeoutError) as e:

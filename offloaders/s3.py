@@ -155,7 +155,7 @@ class S3Offloader(Offloader):
                 if endpoint:
                     # Upstream disables virtual-host buckets for a custom endpoint.
                     config = config.merge(Config(s3={"addressing_style": "path"}))
-                session = boto3.session.Session()  # sessions are not thread-safe; one per client
+                session = boto3.Session()  # sessions are not thread-safe; one per client
                 try:
                     client = session.client("s3", region_name=key[1], endpoint_url=endpoint or None,
                                             config=config)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from html import escape
 from typing import Annotated, Any
 
@@ -60,7 +60,7 @@ _STATUS_OUTCOME = {400: HttpOutcome.INVALID, 401: HttpOutcome.UNAUTHORIZED, 404:
                    415: HttpOutcome.UNSUPPORTED_MEDIA_TYPE, 503: HttpOutcome.UNAVAILABLE}
 
 
-def answer(status: int, outcome: HttpOutcome, reason: str, headers: dict[str, str] | None = None) -> JSONResponse:
+def answer(status: int, outcome: HttpOutcome, reason: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"outcome": outcome.value, "reason": reason}, status_code=status, headers=headers)
 
 

@@ -115,7 +115,9 @@ def _store_check(store: MetadataStore) -> Callable[[], None]:
 def _broker_check(broker: BrokerClient, timeout_s: float) -> Callable[[], None]:
     url = getattr(broker, "service_url", None)
     if not isinstance(url, str):
-        return lambda: broker.partitions("persistent://pulsar/system/__readyz") and None
+        def ask_broker() -> None:
+            broker.partitions("persistent://pulsar/system/__readyz")
+        return ask_broker
     hosts = _hosts(url)
 
     def check() -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pulsar
+from pulsar.exceptions import ConsumerBusy
 
 from deletion_service.broker.interface import (
     BrokerClient,
@@ -56,9 +57,9 @@ def _client_logger() -> logging.Logger | pulsar.FileLogger:
     return logger
 
 
-def _delivery(deliver_after_s: float) -> dict[str, timedelta]:
-    """The client's ``deliver_after`` argument, omitted for an immediate message."""
-    return {"deliver_after": timedelta(seconds=deliver_after_s)} if deliver_after_s > 0 else {}
+def _deliver_after(deliver_after_s: float) -> timedelta | None:
+    """The client's ``deliver_after`` argument: ``None`` (its default) for an immediate message."""
+    return timedelta(seconds=deliver_after_s) if deliver_after_s > 0 else None
 
 
 class _Receipts:
@@ -147,7 +148,8 @@ class _Producer(Producer):
 
     def send(self, data: bytes, properties: dict[str, str] | None = None, deliver_after_s: float = 0) -> str:
         try:
-            return str(self._producer.send(data, properties=properties or {}, **_delivery(deliver_after_s)))
+            return str(self._producer.send(data, properties=properties or {},
+                                            deliver_after=_deliver_after(deliver_after_s)))
         except pulsar.PulsarException as e:
             raise BrokerError(f"send to {self._topic} failed: {e}") from e
 
@@ -164,7 +166,8 @@ class _Producer(Producer):
         for i, message in enumerate(window):
             try:
                 self._producer.send_async(message.data, partial(receipts.on_receipt, i),
-                                          properties=dict(message.properties), **_delivery(message.deliver_after_s))
+                                          properties=dict(message.properties),
+                                          deliver_after=_deliver_after(message.deliver_after_s))
             except Exception as e:  # noqa: BLE001 - whatever the client raised, only this message is lost
                 refusals[i] = BrokerError(f"send to {self._topic} refused: {e}")
                 receipts.refused()
@@ -362,7 +365,7 @@ class PulsarBrokerClient(BrokerClient):
                     initial_position=pulsar.InitialPosition.Earliest, receiver_queue_size=1,
                 )
                 consumer.close()
-            except pulsar.exceptions.ConsumerBusy:
+            except ConsumerBusy:
                 pass  # someone consumes it: the subscription exists
             except pulsar.PulsarException as e:
                 raise self._error(f"cannot create subscription {subscription} on {topic}", e) from e

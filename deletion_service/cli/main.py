@@ -12,8 +12,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Annotated
 
+import click
 import typer
-from typer.core import TyperCommand, TyperGroup, TyperOption
+from typer.core import TyperGroup, TyperOption
 
 from deletion_service import logs
 from deletion_service.broker.interface import BrokerError
@@ -62,10 +63,10 @@ class LazyGroup(TyperGroup):
     and shows the root's common options in every subcommand's ``--help``, since
     :func:`options.hoist_common_options` lets operators write them after the subcommand."""
 
-    def list_commands(self, ctx: typer.Context) -> list[str]:
+    def list_commands(self, ctx: click.Context) -> list[str]:
         return list(LAZY_COMMANDS)
 
-    def get_command(self, ctx: typer.Context, cmd_name: str) -> TyperCommand | TyperGroup | None:
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in LAZY_COMMANDS:
             module = importlib.import_module(f"deletion_service.cli.commands.{LAZY_COMMANDS[cmd_name]}")
             holder = typer.Typer(rich_markup_mode="markdown", add_completion=False, pretty_exceptions_enable=False)
@@ -73,10 +74,10 @@ class LazyGroup(TyperGroup):
             for name, command in typer.main.get_group(holder).commands.items():
                 _show_common_options(command, self.params)
                 self.commands[name] = command
-        return self.commands.get(cmd_name)  # type: ignore[return-value]
+        return self.commands.get(cmd_name)
 
 
-def _show_common_options(command: TyperCommand | TyperGroup, common: list) -> None:
+def _show_common_options(command: click.Command, common: list[click.Parameter]) -> None:
     """Append copies of the common options to ``command`` (and its subcommands) for --help only:
     hoisting moves them in front of the subcommand before click parses, so these copies never
     receive a value (``expose_value=False``; no env var read twice)."""

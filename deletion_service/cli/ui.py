@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -12,7 +14,7 @@ def progress(enabled: bool) -> Progress:
                     console=Console(stderr=True), disable=not enabled, transient=True)
 
 
-def ids(values: list[int], limit: int = 20) -> str:
+def ids(values: Sequence[int | str], limit: int = 20) -> str:
     return ", ".join(map(str, values[:limit])) + (f" … (+{len(values) - limit})" if len(values) > limit else "")
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from deletion_service.model import LedgerComponent, LedgerType, PendingDeleteLedgerInfo, Reason
+from deletion_service.model import LedgerComponent, LedgerType, OffloadContextRef, PendingDeleteLedgerInfo, Reason
 from metastore.formats import LedgerInfo, ManagedCursorInfo, ManagedLedgerInfo, OffloadContext, Position
 from offloaders.allow_list import FILESYSTEM_DRIVERS, normalize_driver
 
@@ -158,9 +158,10 @@ def requests_for(topic: str, ledger: LedgerInfo, marked_at_ms: int,
         parts.append((where, {"uidMsb": 0, "uidLsb": 0,
                               "segments": [{"uidMsb": seg.uid_msb or 0, "uidLsb": seg.uid_lsb or 0, **own}]}))
     for where, ref in parts:
-        out.append(PendingDeleteLedgerInfo(**base, ledger_type=LedgerType.OFFLOAD_LEDGER, offload_context={
+        context = OffloadContextRef.model_validate({
             "uidMsb": ref["uidMsb"], "uidLsb": ref["uidLsb"], "driverName": where.driver,
-            "driverMetadata": dict(where.metadata), "segments": ref["segments"]}))
+            "driverMetadata": dict(where.metadata), "segments": ref["segments"]})
+        out.append(PendingDeleteLedgerInfo(**base, ledger_type=LedgerType.OFFLOAD_LEDGER, offload_context=context))
     return Announcement(out)
 
 

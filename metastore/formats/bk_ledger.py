@@ -18,7 +18,7 @@ from google.protobuf import text_format
 
 from .errors import FormatError
 from .generated import bookkeeper_pb2 as pb
-from .protobuf_codec import opt, parse, read_varint, serialize, set_opt, write_varint
+from .protobuf_codec import missing_fields, opt, parse, read_varint, serialize, set_opt, write_varint
 
 _WHAT = "BookKeeper ledger metadata"
 _HEADER_PREFIX = b"BookieMetadataFormatVersion\t"
@@ -97,14 +97,13 @@ def _to_pb(meta: LedgerMetadata) -> pb.LedgerMetadataFormat:
         ensembleSize=meta.ensemble_size,
         length=meta.length,
         lastEntryId=meta.last_entry_id,
-        state=_Pb.State.Value(meta.state),
+        state=meta.state,  # enums by name: the constructor takes them (checked against STATES above)
         ackQuorumSize=meta.ack_quorum_size,
         password=meta.password,
+        digestType=meta.digest_type,  # None leaves it absent
     )
     for seg in meta.segments:
         msg.segment.add(firstEntryId=seg.first_entry_id, ensembleMember=seg.ensemble)
-    if meta.digest_type is not None:
-        msg.digestType = _Pb.DigestType.Value(meta.digest_type)
     set_opt(msg, "ctime", meta.ctime)
     for key, value in meta.custom_metadata.items():
         msg.customMetadata.add(key=key, value=value)
@@ -142,8 +141,7 @@ def decode_ledger_metadata(data: bytes) -> LedgerMetadata:
         except (text_format.ParseError, UnicodeDecodeError) as exc:
             raise FormatError(f"{_WHAT}: format 2 text does not parse ({exc})") from exc
         if not msg.IsInitialized():
-            missing = ", ".join(msg.FindInitializationErrors())
-            raise FormatError(f"{_WHAT}: format 2 text lacks required field(s) {missing}")
+            raise FormatError(f"{_WHAT}: format 2 text lacks required field(s) {missing_fields(msg)}")
         return _from_pb(msg, 2)
     length, start = read_varint(body, 0, f"{_WHAT} length prefix")
     if length > len(body) - start:

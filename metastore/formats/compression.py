@@ -18,7 +18,7 @@ from __future__ import annotations
 import struct
 import zlib
 from enum import IntEnum
-from typing import Literal
+from typing import Literal, assert_never
 
 import lz4.block
 import snappy
@@ -51,38 +51,54 @@ _METADATA = {"managed-ledger": pb.ManagedLedgerInfoMetadata, "cursor": pb.Manage
 
 
 def _compress(payload: bytes, compression: CompressionType) -> bytes:
-    if compression is CompressionType.LZ4:
-        return lz4.block.compress(payload, store_size=False)  # raw block, size lives in the metadata
-    if compression is CompressionType.ZLIB:
-        return zlib.compress(payload)  # zlib wrapper, as java.util.zip.Deflater writes
-    if compression is CompressionType.ZSTD:
-        return zstandard.ZstdCompressor(level=3).compress(payload)
-    if compression is CompressionType.SNAPPY:
-        return snappy.compress(payload)  # raw snappy, not the framing format
-    return payload
+    match compression:
+        case CompressionType.NONE:
+            return payload
+        case CompressionType.LZ4:
+            return lz4.block.compress(payload, store_size=False)  # raw block, size lives in the metadata
+        case CompressionType.ZLIB:
+            return zlib.compress(payload)  # zlib wrapper, as java.util.zip.Deflater writes
+        case CompressionType.ZSTD:
+            return zstandard.ZstdCompressor(level=3).compress(payload)
+        case CompressionType.SNAPPY:
+            return snappy.compress(payload)  # raw snappy, not the framing format
+        case _:
+            assert_never(compression)
+
+
+def _inflate_zlib(body: bytes, size: int, what: str) -> bytes:
+    inflater = zlib.decompressobj()
+    out = inflater.decompress(body, size + 1)
+    if len(out) > size:
+        raise FormatError(f"{what}: decompressed size is more than the header's uncompressedSize {size}")
+    if not inflater.eof:
+        raise FormatError(f"{what}: ZLIB stream is truncated")
+    if inflater.unused_data:
+        raise FormatError(f"{what}: ZLIB stream is followed by extra bytes")
+    return out
+
+
+def _uncompress_snappy(body: bytes) -> bytes:
+    out = snappy.uncompress(body)  # bytes: text only with ``decoding=`` (python-snappy has no annotations)
+    assert isinstance(out, bytes)
+    return out
 
 
 def _decompress(body: bytes, compression: CompressionType, size: int, what: str) -> bytes:
     try:
-        if compression is CompressionType.NONE:
-            out = body
-        elif compression is CompressionType.LZ4:
-            out = lz4.block.decompress(body, uncompressed_size=size)
-        elif compression is CompressionType.ZLIB:
-            inflater = zlib.decompressobj()
-            out = inflater.decompress(body, size + 1)
-            if len(out) > size:
-                raise FormatError(
-                    f"{what}: decompressed size is more than the header's uncompressedSize {size}"
-                )
-            if not inflater.eof:
-                raise FormatError(f"{what}: ZLIB stream is truncated")
-            if inflater.unused_data:
-                raise FormatError(f"{what}: ZLIB stream is followed by extra bytes")
-        elif compression is CompressionType.ZSTD:
-            out = zstandard.ZstdDecompressor().decompress(body, max_output_size=size + 1)
-        else:
-            out = snappy.uncompress(body)
+        match compression:
+            case CompressionType.NONE:
+                out = body
+            case CompressionType.LZ4:
+                out = lz4.block.decompress(body, uncompressed_size=size)
+            case CompressionType.ZLIB:
+                out = _inflate_zlib(body, size, what)
+            case CompressionType.ZSTD:
+                out = zstandard.ZstdDecompressor().decompress(body, max_output_size=size + 1)
+            case CompressionType.SNAPPY:
+                out = _uncompress_snappy(body)
+            case _:
+                assert_never(compression)
     except FormatError:
         raise
     except Exception as exc:  # each library has its own error types; all mean "corrupt payload"

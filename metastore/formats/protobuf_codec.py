@@ -36,9 +36,16 @@ def parse(cls: type[M], data: bytes, what: str) -> M:
     except (DecodeError, RuntimeWarning, ValueError) as exc:
         raise FormatError(f"{what}: not a valid {cls.DESCRIPTOR.name} protobuf ({exc})") from exc
     if not msg.IsInitialized():
-        missing = ", ".join(msg.FindInitializationErrors())
-        raise FormatError(f"{what}: {cls.DESCRIPTOR.name} lacks required field(s) {missing}")
+        raise FormatError(f"{what}: {cls.DESCRIPTOR.name} lacks required field(s) {missing_fields(msg)}")
     return msg
+
+
+def missing_fields(msg: Message) -> str:
+    """The required fields ``msg`` lacks, comma-separated, for an error message."""
+    # Every runtime (upb, pure Python) defines FindInitializationErrors, but protobuf's message.py,
+    # which the type checker reads as the stub, declares it only on the implementations.
+    errors: list[str] = msg.FindInitializationErrors()  # pyright: ignore[reportAttributeAccessIssue]
+    return ", ".join(errors)
 
 
 def opt(msg: Message, name: str) -> Any:

@@ -6,6 +6,7 @@ import json
 import os
 from typing import Any
 
+import click
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -49,7 +50,7 @@ CONNECTIONS = (("metadataStore", "metadata_store", "LEDGER_DELETION_METADATA_STO
 
 
 def config_rows(opts: options.CommonOptions, loaded: LoadedConfig,
-                root: typer.Context | None = None) -> list[tuple[str, Any, str]]:
+                root: click.Context | None = None) -> list[tuple[str, Any, str]]:
     """(key, value, source) for every config key, then the connection options and env-only secrets.
     ``root``: the root command's context, which knows whether a connection option came from the
     command line, the environment or its default."""
@@ -68,7 +69,7 @@ def config_rows(opts: options.CommonOptions, loaded: LoadedConfig,
     return rows
 
 
-def _option_source(root: typer.Context | None, param: str, env: str) -> str:
+def _option_source(root: click.Context | None, param: str, env: str) -> str:
     source = root.get_parameter_source(param) if root is not None else None
     name = getattr(source, "name", "")
     return {"COMMANDLINE": "flag", "ENVIRONMENT": f"env {env}"}.get(name, "default")

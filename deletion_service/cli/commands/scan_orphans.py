@@ -115,23 +115,23 @@ def _enqueue(opts: CommonOptions, cfg: DeletionConfig, outcome: ScanOutcome) -> 
 
 
 def _print(opts: CommonOptions, outcome: ScanOutcome, enqueued: dict | None, output: Path | None) -> None:
-    summary = outcome.data.summary.to_json()
+    summary = outcome.data.summary
     if opts.json:
-        typer.echo(json.dumps({**summary, "enqueued": enqueued, "fromSnapshot": outcome.from_snapshot,
+        typer.echo(json.dumps({**summary.to_json(), "enqueued": enqueued, "fromSnapshot": outcome.from_snapshot,
                                "notListed": outcome.refused_locations, "written": [str(p) for p in outcome.written]}))
         return
     console = Console()
     table = Table(title="orphan scan" + (" (from a snapshot)" if outcome.from_snapshot else ""), show_header=False)
-    if summary["missingLedgers"]:
-        table.add_row("[bold red]missing ledgers (referenced, absent)", str(summary["missingLedgers"]))
-    table.add_row("orphan ledgers", f"{summary['orphanLedgers']} ({ui.size(summary['orphanLedgerBytes'])})")
-    by_kind = ", ".join(f"{kind} {n}" for kind, n in summary["orphanLedgersByKind"].items() if n)
+    if summary.missing_ledgers:
+        table.add_row("[bold red]missing ledgers (referenced, absent)", str(summary.missing_ledgers))
+    table.add_row("orphan ledgers", f"{summary.orphan_ledgers} ({ui.size(summary.orphan_ledger_bytes)})")
+    by_kind = ", ".join(f"{kind} {n}" for kind, n in summary.orphan_ledgers_by_kind.items() if n)
     if by_kind:
         table.add_row("  by kind", by_kind)
     table.add_row("orphan offloaded objects",
-                  f"{summary['orphanOffloadedObjects']} ({ui.size(summary['orphanObjectBytes'])})")
-    table.add_row("scanned", f"{summary['scannedLedgers']} ledgers, {summary['references']} references, "
-                             f"{summary['scannedObjects']} objects")
+                  f"{summary.orphan_offloaded_objects} ({ui.size(summary.orphan_object_bytes)})")
+    table.add_row("scanned", f"{summary.scanned_ledgers} ledgers, {summary.references} references, "
+                             f"{summary.scanned_objects} objects")
     for location, why in outcome.refused_locations.items():
         table.add_row("[yellow]not listed", f"{location}: {why}")
     if enqueued is not None:
@@ -143,5 +143,5 @@ def _print(opts: CommonOptions, outcome: ScanOutcome, enqueued: dict | None, out
         console.print(f"Report: {output / 'report.html'}")
     else:
         console.print("Add --output DIR for the Parquet tables and report.html.")
-    if enqueued is None and summary["orphanLedgers"]:
+    if enqueued is None and summary.orphan_ledgers:
         console.print("Dry run: nothing was sent. Add --enqueue to have the daemon verify and delete them.")
