@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pytest
 
+from deletion_service.broker.copy_publisher import CopyPublisher
 from deletion_service.broker.interface import BrokerError, Consumer, Outgoing, Received
 from deletion_service.delete_phase.decision import Action, Policy, Verdict
 from deletion_service.delete_phase.dispose import RECONSUMETIMES
@@ -75,7 +77,10 @@ class FakeConsumer(Consumer):
 
 
 @dataclass
-class FakePublisher:
+class FakePublisher(CopyPublisher):
+    """Refuses the next ``fail_sends`` sends.  Declares :class:`CopyPublisher`: the type checker
+    holds it to the contract the worker publishes through, so the two cannot drift apart."""
+
     sent: list[tuple[str, str]] = field(default_factory=list)  # (topic kind, origin id)
     fail_sends: int = 0
 
@@ -93,7 +98,7 @@ class FakePublisher:
     def send_dlq(self, data: bytes, properties: dict[str, str], source_topic: str | None = None) -> str:
         return self._send("dlq", properties)
 
-    def _send_each(self, kind: str, copies: list[Outgoing]) -> list[str | BrokerError]:
+    def _send_each(self, kind: str, copies: Sequence[Outgoing]) -> list[str | BrokerError]:
         out: list[str | BrokerError] = []
         for copy in copies:
             try:
@@ -102,10 +107,10 @@ class FakePublisher:
                 out.append(e)
         return out
 
-    def send_retries(self, copies: list[Outgoing]) -> list[str | BrokerError]:
+    def send_retries(self, copies: Sequence[Outgoing]) -> list[str | BrokerError]:
         return self._send_each("retry", copies)
 
-    def send_dead_letters(self, copies: list[Outgoing]) -> list[str | BrokerError]:
+    def send_dead_letters(self, copies: Sequence[Outgoing]) -> list[str | BrokerError]:
         return self._send_each("dlq", copies)
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pytest
 
 from metastore.formats import FormatError, ManagedLedgerInfo, decode_managed_ledger, encode_managed_ledger
-from metastore.formats.node_reader import MissingNodeError, read_decoded
+from metastore.formats.node_reader import MissingNodeError, NodeGetter, read_decoded
 
 
 @dataclass(frozen=True)
@@ -16,8 +16,9 @@ class FakeNode:
     version: int
 
 
-class DictStore:
-    """``get(path) -> node | None`` over a dict: all the helper needs of a store."""
+class DictStore(NodeGetter[FakeNode]):
+    """``get(path) -> node | None`` over a dict: all the helper needs of a store.  Declares
+    :class:`NodeGetter`, so the type checker holds it (and ``FakeNode``, a ``StoredNode``) to that contract."""
 
     def __init__(self, nodes: dict[str, FakeNode]) -> None:
         self.nodes = nodes
