@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from deletion_service.delete_phase.decision import Outcome
+from deletion_service.delete_phase.outcomes import Outcome
 from deletion_service.delete_phase.worker import DeletePhaseWorker
 from deletion_service.metrics import PREFIX, DeletionMetrics
 
@@ -48,10 +48,12 @@ class Summary:
         parts = [f"last {elapsed:.0f} s: {ended}"]
         fields: dict[str, object] = {"summary": delta}
         if worker is not None:
-            until = worker.held_until()
-            held = f"{worker.held} held" + (f" until {time.strftime('%H:%M:%S', time.localtime(until))}"
-                                            if until is not None else "")
-            parts.append(f"in hand: {held}, {worker.on_hold} on hold, {worker.undisposed} undisposed")
+            now_in_hand = worker.in_hand()
+            until = now_in_hand.not_yet_due_until
+            held = f"{now_in_hand.not_yet_due} not yet due" + (
+                f" (until {time.strftime('%H:%M:%S', time.localtime(until))})" if until is not None else "")
+            parts.append(f"in hand: {held}, {now_in_hand.paused} paused for an outage, "
+                         f"{now_in_hand.awaiting_next_try} awaiting another try to publish or ack")
             down = worker.dependencies_down()
             parts.append(f"down: {down}" if down else "dependencies: ok")
         return "; ".join(parts), fields

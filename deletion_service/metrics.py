@@ -10,8 +10,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from deletion_service.delete_phase.decision import Outcome
 from deletion_service.delete_phase.facts import DeleteStatus
+from deletion_service.delete_phase.outcomes import Outcome
 from deletion_service.model import LedgerType
 
 PREFIX = "pulsar_ledger_deletion"

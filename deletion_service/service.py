@@ -18,20 +18,19 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from enum import StrEnum
 
 from deletion_service.audit.writer import AuditWriter
 from deletion_service.broker.consumer_group import ConsumerGroup
 from deletion_service.broker.interface import BrokerClient, BrokerError
 from deletion_service.config import DeletionConfig
-from deletion_service.delete_phase import dispose
 from deletion_service.delete_phase.breaker import Breaker, Breakers
-from deletion_service.delete_phase.decision import Action, Kind, Policy, Verdict
+from deletion_service.delete_phase.decision import Action, Policy
 from deletion_service.delete_phase.execute import Executor, RateLimiter
 from deletion_service.delete_phase.gather import FactGatherer
 from deletion_service.delete_phase.offload_lane import OffloadLane
+from deletion_service.delete_phase.outcomes import SyncOutcome, outward
 from deletion_service.delete_phase.pipeline import DeletePipeline
-from deletion_service.delete_phase.worker import DeletePhaseWorker, Settled
+from deletion_service.delete_phase.worker import DeletePhaseWorker, Hooks, Limits, Settled
 from deletion_service.metrics import DeletionMetrics
 from deletion_service.model import DeleteLedgerPayload, LedgerType, PendingDeleteLedgerInfo, Reason
 from deletion_service.namespaces import cross_namespace
@@ -57,20 +56,6 @@ def batch_size(config: DeletionConfig) -> int:
     rate = config.max_deletions_per_second
     size = config.two_phase_deletion_batch_size
     return size if rate <= 0 else max(1, min(size, int(rate)))
-
-
-class SyncOutcome(StrEnum):
-    """How a synchronous delete ended (``admin/outcomes.py`` maps each to an HTTP status)."""
-
-    DELETED = "deleted"
-    ABSENT = "absent"
-    WOULD_DELETE = "would_delete"  # dry run: verified, nothing deleted
-    STILL_IN_USE = "still_in_use"
-    METADATA_MISMATCH = "metadata_mismatch"
-    NOT_YET = "not_yet"  # OPEN / IN_RECOVERY, or too young: ask again after retry_after_s
-    UNAVAILABLE = "unavailable"  # a dependency failed: metadata store, S3, broker
-    FAILED = "failed"  # cannot verify, invalid, or a permanent storage error an operator must look at
-    OUT_OF_SCOPE = "out_of_scope"  # a daemon restricted to some namespaces was asked about another's ledger
 
 
 @dataclass(frozen=True)
@@ -132,15 +117,13 @@ class LedgerDeletionService:
                                            + [namespace_topics(ns, self.topics) for ns in namespaces or []]))
         guard = (lambda msg, request: cross_namespace(msg.topic, request.topic_name, self.topics)) \
             if self.namespace_scope else None
-        self.worker = DeletePhaseWorker(requests, retries, self.publisher, self.pipeline,
-                                        self.policy, self.metrics, batch_size=batch_size(self.config),
-                                        on_settled=on_settled, breakers=self.breakers(),
-                                        record=self.audit.on_settled if self.audit is not None else None,
-                                        offload_lane=OffloadLane(self.pipeline, self.policy,
-                                                                 self.gatherer.target_breakers,
-                                                                 lambda p: dispose.attempts(p.message),
-                                                                 batch_size=min(100, batch_size(self.config))),
-                                        guard=guard)
+        hooks = Hooks(record=self.audit.on_settled if self.audit is not None else None,
+                      on_settled=on_settled, guard=guard)
+        lane = OffloadLane(self.pipeline, self.policy, self.gatherer.target_breakers,
+                           batch_size=min(100, batch_size(self.config)))
+        self.worker = DeletePhaseWorker(requests, retries, self.publisher, self.pipeline, self.policy, self.metrics,
+                                        Limits(batch_size=batch_size(self.config)), hooks,
+                                        breakers=self.breakers(), offload_lane=lane)
         return self.worker
 
     def serve_namespaces(self, namespaces: list[str]) -> list[str]:
@@ -234,24 +217,10 @@ class LedgerDeletionService:
 
 
 def sync_result(action: Action) -> SyncResult:
-    match action.verdict:
-        case Verdict.RECONSUME if action.kind in (Kind.TRANSIENT, Kind.INTERNAL_ERROR):
-            return SyncResult(SyncOutcome.UNAVAILABLE, action.reason)
-        case Verdict.RECONSUME:
-            return SyncResult(SyncOutcome.NOT_YET, action.reason, retry_after_s=action.delay_s)
-        case Verdict.DLQ:
-            return SyncResult(SyncOutcome.FAILED, action.reason)
-        case Verdict.DELETE_BOOKKEEPER | Verdict.DELETE_OFFLOAD:
-            return SyncResult(SyncOutcome.DELETED, action.reason)
-        case Verdict.ACK_ABSENT:
-            return SyncResult(SyncOutcome.ABSENT, action.reason)
-        case Verdict.DRY_RUN:
-            return SyncResult(SyncOutcome.WOULD_DELETE, action.reason)
-        case Verdict.ACK_IN_USE:
-            return SyncResult(SyncOutcome.STILL_IN_USE, action.reason)
-        case Verdict.ACK_MISMATCH:
-            return SyncResult(SyncOutcome.METADATA_MISMATCH, action.reason)
-    raise AssertionError(f"unhandled verdict {action.verdict!r}")
+    """The synchronous answer of a settled action: its outward form (``outcomes.outward``), and for a
+    "not yet" when to ask again."""
+    sync = outward(action).sync
+    return SyncResult(sync, action.reason, retry_after_s=action.delay_s if sync == SyncOutcome.NOT_YET else None)
 
 
 __all__ = ["LedgerDeletionService", "Settled", "SyncOutcome", "SyncResult", "policy_from", "sync_result"]

@@ -8,8 +8,9 @@ from dataclasses import replace
 import pytest
 
 from deletion_service.delete_phase import decision
-from deletion_service.delete_phase.decision import Action, Kind, Outcome, Policy, Verdict
+from deletion_service.delete_phase.decision import Action, Kind, Policy, Verdict
 from deletion_service.delete_phase.facts import BookKeeperFact, DeleteResult, DeleteStatus, Facts, OffloadFact
+from deletion_service.delete_phase.outcomes import Outcome, outcome_of
 from deletion_service.model import InvalidRequest, PendingDeleteLedgerInfo, decode
 from metastore.formats import (
     LedgerMetadata,
@@ -248,4 +249,4 @@ def test_every_delete_result_settles(verdict: Verdict, result: DeleteResult, att
     if result.status == DeleteStatus.FAILED:
         assert "access denied" in final.reason
     if result.status == DeleteStatus.DRY_RUN:
-        assert decision.outcome_of(final) == Outcome.WOULD_DELETE
+        assert outcome_of(final) == Outcome.WOULD_DELETE

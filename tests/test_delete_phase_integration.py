@@ -288,7 +288,7 @@ def run(world: World, bucket: S3Bucket, pulsar_broker: PulsarLiteBroker) -> Run:
     total_terminal = len(sends) + len(GARBAGE) - young
     drain_error = None
     try:
-        world.drain(lambda wd: sum(wd.outcomes().values()) >= total_terminal and worker.held == young)
+        world.drain(lambda wd: sum(wd.outcomes().values()) >= total_terminal and worker.in_hand().not_yet_due == young)
     except AssertionError as e:  # every row's test then says what its own requests did
         drain_error = str(e)
 
@@ -309,7 +309,7 @@ def run(world: World, bucket: S3Bucket, pulsar_broker: PulsarLiteBroker) -> Run:
     buckets = {b for row in rows.values() for b, _ in row.gone_objects | row.kept_objects}
     objects = {obj for b in sorted(buckets) for obj in _objects(S3Bucket(bucket.endpoint, b))}
     return Run(world, rows, dict(terminal), undecodable, dict(dlq_reasons), dlq_undecodable, objects,
-               total_terminal, young, worker.held, drain_error)
+               total_terminal, young, worker.in_hand().not_yet_due, drain_error)
 
 
 @pytest.mark.parametrize("name", list(ROWS))

@@ -22,7 +22,7 @@ from deletion_service.delete_phase.decision import Action, Policy, Verdict
 from deletion_service.delete_phase.dispose import RECONSUMETIMES
 from deletion_service.delete_phase.facts import BookKeeperFact, DeleteResult, DeleteStatus, Facts, OffloadFact
 from deletion_service.delete_phase.pipeline import DeletePipeline
-from deletion_service.delete_phase.worker import DeletePhaseWorker
+from deletion_service.delete_phase.worker import DeletePhaseWorker, Limits
 from deletion_service.metrics import DeletionMetrics
 from metastore.formats import LedgerMetadata
 
@@ -188,8 +188,7 @@ def test_every_message_ends_acked_after_its_publish(broker_fault: str) -> None:
         DeletePipeline(ScriptedGatherer(script), executor, metrics := DeletionMetrics()),  # type: ignore[arg-type]
         Policy(reconsume_later_s=0, max_retries=5),
         metrics,
-        batch_size=len(msgs),
-        dispose_backoff_s=0,
+        Limits(batch_size=len(msgs), dispose_backoff_s=0),
         clock=lambda: 10**10,
     )
     worker.run_once(0.01)

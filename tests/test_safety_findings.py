@@ -15,6 +15,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
@@ -297,18 +298,19 @@ def test_a_flood_of_far_future_retries_cannot_starve_a_due_one(world: World) -> 
     world.start()
     worker = world.worker
     assert worker is not None
-    worker.max_held = 10
+    worker.limits = replace(worker.limits, max_not_yet_due=10)
     for _ in range(40):
         send_raw(world, forged, svc.topics.retry, {DELAY_TIME: str(10**15), RECONSUMETIMES: "1"})
     genuine = request(topic, 1100).to_json()
     send_raw(world, genuine, svc.topics.retry, {DELAY_TIME: "0", RECONSUMETIMES: "1"})
     deadline = time.monotonic() + 30
     while settled_of(world, 1100) != ["deleted"]:
-        assert time.monotonic() < deadline, f"the due retry starved behind {worker.held} held messages"
+        held = worker.in_hand().not_yet_due
+        assert time.monotonic() < deadline, f"the due retry starved behind {held} held messages"
         worker.run_once(0.1)
-        assert worker.held <= worker.max_held
+        assert worker.in_hand().not_yet_due <= 10
     now = now_ms()
-    assert all(due <= now + svc.policy.max_delay_s * 1000 for due, _, _ in worker._held)  # noqa: SLF001
+    assert all(d.due_ms <= now + svc.policy.max_delay_s * 1000 for d in worker._not_yet_due)  # noqa: SLF001
 
 
 # ---------------------------------------------------------------- 14. one message's disposal failing
@@ -345,7 +347,7 @@ def test_a_failing_publish_is_bounded_and_shows_in_metrics_and_readiness(world: 
     world.start()
     worker = world.worker
     assert worker is not None
-    worker.max_undisposed = 3
+    worker.limits = replace(worker.limits, max_awaiting_next_try=3)
 
     def refuse(*_: object, **__: object) -> str:
         raise BrokerError("publish refused (injected)")
@@ -357,10 +359,10 @@ def test_a_failing_publish_is_bounded_and_shows_in_metrics_and_readiness(world: 
     world.service.publisher.send_dead_letters = refuse_all  # type: ignore[method-assign]  # the batched path
     for i in range(6):
         send_raw(world, b"{garbage " + str(i).encode())
-    wait_until(lambda: worker.run_once(0.1) >= 0 and len(worker._undisposed) >= 3, 20, "undisposed")  # noqa: SLF001
+    wait_until(lambda: worker.run_once(0.1) >= 0 and worker.in_hand().awaiting_next_try >= 3, 20, "undisposed")
     for _ in range(5):
         worker.run_once(0.05)
-    assert len(worker._undisposed) == 3, "the pending list grew past its bound"  # noqa: SLF001
+    assert worker.in_hand().awaiting_next_try == 3, "the pending list grew past its bound"
     assert world.service.metrics.value("pulsar_ledger_deletion_undisposed") == 3
     assert world.service.metrics.value("pulsar_ledger_deletion_dispose_failures_total") >= 3
     old = worker_mod.STUCK_AFTER_S
@@ -372,8 +374,8 @@ def test_a_failing_publish_is_bounded_and_shows_in_metrics_and_readiness(world: 
         worker_mod.STUCK_AFTER_S = old
     del world.service.publisher.send_dlq  # the broker takes publishes again: everything drains
     del world.service.publisher.send_dead_letters
-    worker.dispose_backoff_s = 0
-    for p in worker._undisposed:  # noqa: SLF001
-        p.next_try = 0
+    worker.limits = replace(worker.limits, dispose_backoff_s=0)
+    for d in worker._awaiting_next_try:  # noqa: SLF001
+        d.next_try = 0
     world.drain(lambda wd: len(wd.settled) >= 6, timeout_s=60)
     assert world.service.metrics.value("pulsar_ledger_deletion_undisposed") == 0

@@ -37,8 +37,9 @@ def status(deps: AdminDeps) -> dict[str, Any]:
     in_hand: dict[str, Any] = {"running": worker is not None}
     if worker is not None:
         lane = worker.offload_lane
-        in_hand.update(busy=worker.busy, held=worker.held, heldUntil=_iso(worker.held_until()),
-                       onHold=worker.on_hold, undisposed=worker.undisposed,
+        now = worker.in_hand()
+        in_hand.update(busy=worker.busy, held=now.not_yet_due, heldUntil=_iso(now.not_yet_due_until),
+                       onHold=now.paused, undisposed=now.awaiting_next_try,
                        offloadLane=lane.in_flight if lane is not None else 0,
                        dependenciesDown=worker.dependencies_down())
     checks = deps.readiness()

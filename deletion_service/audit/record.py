@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from deletion_service.broker.interface import Received, display_message_id
-from deletion_service.delete_phase.decision import Action, Outcome
+from deletion_service.delete_phase.decision import Action
 from deletion_service.delete_phase.facts import Evidence
+from deletion_service.delete_phase.outcomes import Outcome
 from deletion_service.model import PendingDeleteLedgerInfo
 
 #: Every record's keys, in the order a line spells them.

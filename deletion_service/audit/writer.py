@@ -51,7 +51,8 @@ from typing import Any
 from deletion_service.audit import record, trail
 from deletion_service.audit.publish import TopicCopy
 from deletion_service.audit.record import Entry
-from deletion_service.delete_phase.decision import Action, Outcome, outcome_of
+from deletion_service.delete_phase.decision import Action
+from deletion_service.delete_phase.outcomes import outward
 from deletion_service.delete_phase.worker import Settled
 from deletion_service.model import PendingDeleteLedgerInfo
 
@@ -101,9 +102,9 @@ class AuditWriter:
     def on_sync(self, request: PendingDeleteLedgerInfo, action: Action) -> None:
         """The admin API's synchronous delete: recorded when it settled the request for good
         (deleted, absent, in use, mismatch); "not yet" and failures leave it to the caller."""
-        outcome = outcome_of(action)
-        if outcome in (Outcome.DELETED, Outcome.ABSENT, Outcome.STILL_IN_USE, Outcome.METADATA_MISMATCH):
-            self.write(Entry.of(request, action, outcome))
+        out = outward(action)
+        if out.final:
+            self.write(Entry.of(request, action, out.outcome))
 
     # ---- appending
 

@@ -3,15 +3,21 @@
 Rows are tried in order and the first match wins, exactly as the design's
 table reads.  No I/O: gathering produced :class:`Facts`, and ``execute.py``
 carries out the :class:`Action`.  What happens *after* an action (it
-succeeded, hit a transient error, ran out of retries) is :func:`settle`, also
-here, so the whole life of a request can be read in one file and every path
-provably ends in ack, reconsume or DLQ.
+succeeded, hit a transient error, ran out of retries) is :func:`settle_delete`,
+also here, and so are the decisions met before any fact is gathered (an
+undecodable payload, a request from another namespace, an offload lane with no
+room) and while disposing (a RETRY copy that cannot be built), so every verdict
+is chosen in this file and every path provably ends in ack, reconsume or DLQ.
+How the message carrying a verdict then leaves our hands is the lifecycle table
+(``lifecycle.py``); how a verdict looks outside (metrics, audit, HTTP, DLQ
+reason) is ``outcomes.py``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import assert_never
 
 from deletion_service.delete_phase.facts import DeleteResult, DeleteStatus, Evidence, Facts
 from deletion_service.delete_phase.verify import mismatch
@@ -43,18 +49,6 @@ class Kind(StrEnum):
     IN_USE_GRACE = "in-use-grace"  # still listed, but its mark phase may not have written yet
     TRANSIENT = "transient"  # a dependency failed
     CROSS_NAMESPACE = "cross-namespace"  # read from one namespace's topic, naming another's ledger
-
-
-class Outcome(StrEnum):
-    """How a request ended, as counted in ``…_acked_total{outcome}``."""
-
-    DELETED = "deleted"
-    ABSENT = "absent"
-    STILL_IN_USE = "still_in_use"
-    METADATA_MISMATCH = "metadata_mismatch"
-    RECONSUMED = "reconsumed"
-    DLQ = "dlq"
-    WOULD_DELETE = "would_delete"  # dry run: verified, nothing deleted
 
 
 @dataclass(frozen=True)
@@ -108,6 +102,25 @@ CLOCK_SKEW_S = 60.0
 def invalid(detail: str) -> Action:
     """Row 1: an undecodable or invalid payload goes to the DLQ, never crashes the consumer."""
     return Action(Verdict.DLQ, f"invalid request: {detail}", kind=Kind.INVALID_REQUEST)
+
+
+def cross_namespace(why: str) -> Action:
+    """Before any fact is gathered: a request read on one namespace's topic that names another's
+    ledger (namespace scope) is parked for its origin's operator, never acted on here."""
+    return Action(Verdict.DLQ, why, kind=Kind.CROSS_NAMESPACE)
+
+
+def offload_lane_full(policy: Policy) -> Action:
+    """The offload lane has no room (its endpoint is slow or down): back to RETRY untried, its
+    attempts unchanged, so an outage can fill neither memory nor the retry budget."""
+    return Action(Verdict.RECONSUME, "the offload lane is full (the offload endpoint is slow or down)",
+                  delay_s=min(30.0, policy.max_delay_s), kind=Kind.TRANSIENT, counts=False)
+
+
+def could_not_reconsume(action: Action, error: str) -> Action:
+    """Publishing the RETRY copy failed for a reason no retry cures (not the broker's refusal, e.g. a
+    delay the client cannot represent): the request goes to the DLQ with why, rather than loop."""
+    return Action(Verdict.DLQ, f"could not reconsume ({error}); was: {action.reason}", kind=Kind.INTERNAL_ERROR)
 
 
 def decide(request: PendingDeleteLedgerInfo, facts: Facts, policy: Policy) -> Action:
@@ -247,18 +260,5 @@ def settle_delete(action: Action, result: DeleteResult, attempts: int, policy: P
             return retry_later(result.detail, attempts, policy)
         case DeleteStatus.FAILED:
             return Action(Verdict.DLQ, result.detail, kind=Kind.DELETE_FAILED)
-    raise AssertionError(f"unhandled delete status {result.status!r}")
-
-
-def outcome_of(final: Action) -> Outcome:
-    """The terminal outcome of a settled action (for metrics and logs)."""
-    return {
-        Verdict.DELETE_BOOKKEEPER: Outcome.DELETED,
-        Verdict.DELETE_OFFLOAD: Outcome.DELETED,
-        Verdict.ACK_ABSENT: Outcome.ABSENT,
-        Verdict.ACK_IN_USE: Outcome.STILL_IN_USE,
-        Verdict.ACK_MISMATCH: Outcome.METADATA_MISMATCH,
-        Verdict.RECONSUME: Outcome.RECONSUMED,
-        Verdict.DLQ: Outcome.DLQ,
-        Verdict.DRY_RUN: Outcome.WOULD_DELETE,
-    }[final.verdict]
+        case _:
+            assert_never(result.status)

@@ -120,9 +120,9 @@ def retry_copy(message: Received, delay_s: float, counts: bool = True,
     return Outgoing(message.data, props, delay_s, source_topic=message.topic)
 
 
-def publish_deferred(publisher: RequestPublisher, message: Received, remaining_s: float) -> str:
-    """Hand a held RETRY message back to RETRY with the delay it has left, its attempts unchanged
-    (the consumer's held set is full; the broker keeps it instead of our memory)."""
+def hand_back_to_retry(publisher: RequestPublisher, message: Received, remaining_s: float) -> str:
+    """Hand a not-yet-due RETRY message back to RETRY with the delay it has left, its attempts unchanged
+    (the worker's not-yet-due set is full; the broker keeps it instead of our memory)."""
     props = {**_carried(message), **_origin(message), DELAY_TIME: str(int(remaining_s * 1000))}
     return publisher.send_retry(message.data, props, remaining_s, source_topic=message.topic)
 

@@ -39,14 +39,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable
-from typing import Any
 
 from deletion_service.delete_phase.breaker import TargetBreakers
-from deletion_service.delete_phase.decision import Policy
-from deletion_service.delete_phase.dispose import grace_since
+from deletion_service.delete_phase.decision import Action, Policy
+from deletion_service.delete_phase.dispose import attempts, grace_since
+from deletion_service.delete_phase.lifecycle import Disposal
 from deletion_service.delete_phase.pipeline import DeletePipeline
 from deletion_service.delete_phase.verify_offload_io import offload_target_keys
+from deletion_service.model import PendingDeleteLedgerInfo
 
 _log = logging.getLogger(__name__)
 
@@ -55,19 +55,19 @@ HOLD_S = 300.0
 
 
 class OffloadLane:
-    """Undecided offload requests in, decided ones out; ``_Pending`` items from the worker."""
+    """Undecided offload requests in (each a :class:`~.lifecycle.Disposal` the worker sent to the lane),
+    decided ones out."""
 
     def __init__(self, pipeline: DeletePipeline, policy: Policy, breakers: TargetBreakers,
-                 attempts: Callable[[Any], int], capacity: int = 2_000, batch_size: int = 100,
-                 hold_s: float = HOLD_S) -> None:
+                 capacity: int = 2_000, batch_size: int = 100, hold_s: float = HOLD_S) -> None:
         self.pipeline, self.policy, self.breakers = pipeline, policy, breakers
-        self.attempts = attempts  # a request's tries so far
         self.capacity, self.batch_size, self.hold_s = capacity, batch_size, hold_s
         self.hold_per_target = max(1, capacity // 10)
-        self._inbox: deque[Any] = deque()  # targets that answered before: batches, main thread
-        self._probation: deque[Any] = deque()  # a target never seen answering: one at a time
-        self._held: dict[str, list[Any]] = {}  # target key -> requests waiting for it to answer
-        self._outbox: list[Any] = []
+        self._inbox: deque[Disposal] = deque()  # targets that answered before: batches, main thread
+        self._probation: deque[Disposal] = deque()  # a target never seen answering: one at a time
+        #: target key -> requests waiting for it to answer, each with the (transient) action it met
+        self._held: dict[str, list[tuple[Disposal, Action]]] = {}
+        self._outbox: list[Disposal] = []
         self._working = 0
         self._cond = threading.Condition()
         self._stop = threading.Event()
@@ -95,13 +95,13 @@ class OffloadLane:
             busy = len(self._inbox) + len(self._probation) + self._working + len(self._outbox)
         return max(0, self.capacity - busy)
 
-    def submit(self, items: list[Any]) -> None:
+    def submit(self, items: list[Disposal]) -> None:
         with self._cond:
             for p in items:
                 self._queue_for(p).append(p)
             self._cond.notify_all()
 
-    def finished(self) -> list[Any]:
+    def finished(self) -> list[Disposal]:
         """Decided requests, for the worker thread to publish and ack."""
         with self._cond:
             out, self._outbox = self._outbox, []
@@ -119,11 +119,11 @@ class OffloadLane:
             thread.join(wait_s)
         self.breakers.close()
 
-    def _queue_for(self, p: Any) -> deque[Any]:
-        keys = offload_target_keys(p.request)
+    def _queue_for(self, p: Disposal) -> deque[Disposal]:
+        keys = offload_target_keys(_request(p))
         return self._inbox if all(self.breakers.has_answered(k) for k in keys) else self._probation
 
-    def _take(self, queue: deque[Any], limit: int) -> list[Any]:
+    def _take(self, queue: deque[Disposal], limit: int) -> list[Disposal]:
         with self._cond:
             if not queue:
                 self._cond.wait(0.2)
@@ -131,7 +131,7 @@ class OffloadLane:
             self._working += len(batch)
             return batch
 
-    def _loop(self, queue: deque[Any], limit: int) -> None:
+    def _loop(self, queue: deque[Disposal], limit: int) -> None:
         while not self._stop.is_set():
             self.breakers.tick()
             self._release_held()
@@ -149,19 +149,19 @@ class OffloadLane:
                 self._outbox.extend(done)
                 self._working -= len(batch)
 
-    def _run(self, batch: list[Any]) -> list[Any]:
-        actions = self.pipeline.run([p.request for p in batch], [self.attempts(p) for p in batch], self.policy,
+    def _run(self, batch: list[Disposal]) -> list[Disposal]:
+        actions = self.pipeline.run([_request(p) for p in batch], [attempts(p.message) for p in batch], self.policy,
                                     [grace_since(p.message) for p in batch])
         decided = []
         for p, action in zip(batch, actions, strict=True):
-            p.action = action
-            if not (action.transient and self._hold(p)):
-                decided.append(p)  # a transient failure not held: reconsumed (counted) with its reason
+            if not (action.transient and self._hold(p, action)):
+                p.decide(action)  # a transient failure not held: reconsumed (counted) with its reason
+                decided.append(p)
         return decided
 
-    def _hold(self, p: Any) -> bool:
+    def _hold(self, p: Disposal, action: Action) -> bool:
         """Keep a request whose target is down (one probe confirms it), if it may still wait here."""
-        keys = offload_target_keys(p.request)
+        keys = offload_target_keys(_request(p))
         down = next((k for k in keys if self.breakers.confirm_down(k)), None)
         if down is None:
             return False  # every target answers: the failure was the request's own
@@ -171,7 +171,7 @@ class OffloadLane:
             if (opened_for >= self.hold_s or len(held) >= self.hold_per_target
                     or sum(map(len, self._held.values())) >= self.capacity):
                 return False  # parked: reconsumed later, counted, to the DLQ after the retry budget
-            held.append(p)
+            held.append((p, action))
             return True
 
     def _release_held(self) -> None:
@@ -183,10 +183,18 @@ class OffloadLane:
                     continue
                 items = self._held.pop(key)
                 if opened_for is None:  # closed: decided again, where its targets now belong
-                    for p in items:
+                    for p, _ in items:
                         self._queue_for(p).append(p)
                 else:
                     _log.warning("offload target %s still not answering after %.0f s: parking its %d held "
                                  "request(s) (reconsumed, counted)", key, opened_for, len(items))
-                    self._outbox.extend(items)
+                    for p, action in items:
+                        p.decide(action)
+                        self._outbox.append(p)
             self._cond.notify_all()
+
+
+def _request(p: Disposal) -> PendingDeleteLedgerInfo:
+    assert p.request is not None, "the worker sends only decoded, admitted requests to the lane"
+    return p.request
+

@@ -1,30 +1,27 @@
-"""The delete-phase consumer: receive a batch, run the pipeline, dispose of each message.
+"""The delete-phase consumer: receive a batch, run the pipeline, carry each message out of our hands.
 
 Two consumers on the ``ledger-deletion`` subscription — the request
 partitions and RETRY — so RETRY messages that are not yet due can be held
 (the embedded broker ignores delayed delivery) without starving new requests.
-Held messages are bounded and so are their delays (a message's
-``DELAY_TIME`` capped by config's longest delay); when the held set is full, a message due sooner
-takes the place of the one due last, which goes back to RETRY with the delay
-it has left, so a flood of far-future messages cannot keep a due one waiting.
+Held messages are bounded (:mod:`.not_yet_due`) and so are their delays (a
+message's ``DELAY_TIME`` is honoured, capped by config's longest delay).
 Unacked messages return to the subscription when the worker stops, so
 stopping at any point loses nothing.
 
-Every received message ends in exactly one of: ack (deleted, absent, still in
-use, mismatch), reconsume (RETRY, then ack), or DLQ (then ack).  Its record
-(``record``, the audit trail) is written before its ack, so no crash can ack a
-message whose record is lost; a message settled here whose ack the broker lost
-(it died first) comes back and is only acknowledged again (:mod:`.settled_recently`).  Each message
-is disposed of on its own: if the broker refuses its publish or ack, it waits
-in a bounded ``_undisposed`` list and is retried with backoff (the worker
-takes no new messages while that list is full); any other error while
-disposing turns it into a dead letter with the reason.  It is never dropped.
+Where a message stands and what it may do next is the lifecycle table
+(:mod:`.lifecycle`); every verdict, including those met before any fact is
+gathered, comes from :mod:`.decision`.  This module only does the I/O around
+them: receive, publish the RETRY/DLQ copy, write the record (the audit trail,
+before the ack, so no crash can ack a message whose record is lost), ack, and
+tell each message's :class:`~.lifecycle.Disposal` what happened.  A message
+settled here whose ack the broker lost comes back and is only acknowledged
+again (:mod:`.settled_recently`).  A publish or ack the broker refuses leaves
+the message waiting for its next try with backoff (the worker takes no new
+messages while that list is full).  It is never dropped.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import logging
 import threading
 import time
@@ -32,11 +29,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from deletion_service.broker.interface import BrokerError, Consumer, Outgoing, Received
-from deletion_service.delete_phase import decision, dispose
+from deletion_service.delete_phase import decision, dispose, lifecycle
 from deletion_service.delete_phase.ack_tally import AckTally
 from deletion_service.delete_phase.breaker import Breakers
-from deletion_service.delete_phase.decision import Action, Kind, Outcome, Policy, Verdict
+from deletion_service.delete_phase.decision import Action, Policy
+from deletion_service.delete_phase.lifecycle import Disposal, Event, Stage, Step
+from deletion_service.delete_phase.not_yet_due import NotYetDue
 from deletion_service.delete_phase.offload_lane import OffloadLane
+from deletion_service.delete_phase.outcomes import Outcome, outward
 from deletion_service.delete_phase.pipeline import DeletePipeline
 from deletion_service.delete_phase.settled_recently import SettledRecently
 from deletion_service.failpoints import failpoint
@@ -46,11 +46,11 @@ from deletion_service.publisher import RequestPublisher
 
 _log = logging.getLogger(__name__)
 
-#: Verdicts that publish a copy (to RETRY, to the DLQ) before the original is acked.
-_COPIED = (Verdict.RECONSUME, Verdict.DLQ)
-
 #: A message whose disposition has failed for this long makes the daemon "not ready".
 STUCK_AFTER_S = 60.0
+
+#: Why a request may not be acted on from the topic it was read on (namespace scope), or None.
+Guard = Callable[[Received, PendingDeleteLedgerInfo], str | None]
 
 
 @dataclass
@@ -63,91 +63,77 @@ class Settled:
     outcome: Outcome
 
 
-@dataclass
-class _Pending:
-    message: Received
-    consumer: Consumer
-    action: Action
-    request: PendingDeleteLedgerInfo | None
-    undecodable: bool = False
-    published: bool = False  # its RETRY/DLQ copy is receipted: a failed ack must not publish it twice
-    recorded: bool = False  # its record is written: a failed ack must not write it twice
-    failures: int = 0
-    next_try: float = 0.0  # monotonic
-    first_failure: float = 0.0  # monotonic
+@dataclass(frozen=True)
+class Limits:
+    """How much the worker keeps in hand, and how it paces failed dispositions."""
+
+    batch_size: int = 100
+    max_not_yet_due: int = 10_000  # RETRY messages held in memory until due
+    max_awaiting_next_try: int = 1_000  # dispositions the broker refused, waiting for their next try
+    dispose_backoff_s: float = 0.5  # doubled per failure, up to lifecycle.MAX_BACKOFF_S
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """What the service plugs in around a disposition."""
+
+    #: before the ack (the audit trail): a crash may repeat a record, never lose one
+    record: Callable[[Settled], None] | None = None
+    #: after the ack
+    on_settled: Callable[[Settled], None] | None = None
+    #: namespace scope: why a request may not be acted on from the topic it was read on (cross-namespace)
+    guard: Guard | None = None
+
+
+@dataclass(frozen=True)
+class InHand:
+    """What the worker holds unacked, for ``/status``, ``/readyz`` and the periodic summary."""
+
+    not_yet_due: int  # RETRY messages waiting for their delay to pass
+    not_yet_due_until: float | None  # when the last of them falls due (Unix seconds)
+    paused: int  # requests whose verification met a dependency outage, kept until it ends
+    awaiting_next_try: int  # dispositions the broker refused (publish or ack), retried with backoff
 
 
 class DeletePhaseWorker:
-    def __init__(
-        self,
-        requests: Consumer,
-        retries: Consumer,
-        publisher: RequestPublisher,
-        pipeline: DeletePipeline,
-        policy: Policy,
-        metrics: DeletionMetrics,
-        batch_size: int = 100,
-        max_held: int = 10_000,
-        max_undisposed: int = 1_000,
-        dispose_backoff_s: float = 0.5,
-        clock: Callable[[], float] = time.time,
-        on_settled: Callable[[Settled], None] | None = None,
-        record: Callable[[Settled], None] | None = None,
-        breakers: Breakers | None = None,
-        offload_lane: OffloadLane | None = None,
-        guard: Callable[[Received, PendingDeleteLedgerInfo], str | None] | None = None,
-    ) -> None:
+    """Drives each received message through :mod:`.lifecycle`: one thread owns every disposition."""
+
+    def __init__(self, requests: Consumer, retries: Consumer, publisher: RequestPublisher,
+                 pipeline: DeletePipeline, policy: Policy, metrics: DeletionMetrics,
+                 limits: Limits = Limits(), hooks: Hooks = Hooks(), breakers: Breakers | None = None,
+                 offload_lane: OffloadLane | None = None, clock: Callable[[], float] = time.time) -> None:
         self.requests, self.retries = requests, retries
         self.publisher, self.pipeline = publisher, pipeline
-        self.policy, self.metrics = policy, metrics
-        self.batch_size, self.max_held, self.max_undisposed = batch_size, max_held, max_undisposed
-        self.dispose_backoff_s = dispose_backoff_s  # doubled per failure, up to 30 s
+        self.policy, self.metrics, self.limits, self.hooks = policy, metrics, limits, hooks
         self.clock = clock
-        self.on_settled = on_settled  # after the ack
-        self.record = record  # before the ack (the audit trail): a crash may repeat a record, never lose one
-        self._settled = SettledRecently()
-        self._reacked_in_pass = 0
-        self._held: list[tuple[int, int, Received]] = []  # (due ms, seq, message) from RETRY
-        self._seq = itertools.count()
-        self._undisposed: list[_Pending] = []
-        self._retry_paused_until = 0.0
-        self._deferred_in_pass = 0
+        self.breakers = breakers or Breakers()
+        self.offload_lane = offload_lane
         self.last_message_at = 0.0
         self.acked = AckTally()  # what we acked lately: explains a stale backlog reading (--exit-when-idle)
         self.busy = False
-        self._lock = threading.Lock()
-        self.breakers = breakers or Breakers()
         #: Set when the daemon stops: finish the batch in hand, retry nothing parked, take nothing new
         #: (what is left unacked returns to the subscription when the consumers close).
         self.stopping = threading.Event()
-        self.offload_lane = offload_lane
-        #: namespace scope: why a request may not be acted on from the topic it was read on (cross-namespace)
-        self.guard = guard
-        #: Requests whose verification met a dependency outage: kept in hand, unacked, until it ends.
-        self._on_hold: list[tuple[Received, Consumer]] = []
+        self._lock = threading.Lock()
+        self._settled = SettledRecently()
+        self._not_yet_due = NotYetDue()
+        self._paused: list[Disposal] = []
+        self._awaiting_next_try: list[Disposal] = []
+        self._retry_paused_until = 0.0  # the RETRY consumer is not read until then (see _collect)
+        self._handed_back_in_pass = 0
+        self._reacked_in_pass = 0
 
-    # ---- state the daemon reads (--exit-when-idle, /readyz)
+    # ---- state the daemon reads (--exit-when-idle, /readyz, /status)
 
-    @property
-    def held(self) -> int:
-        return len(self._held)
+    def in_hand(self) -> InHand:
+        until = self._not_yet_due.until_ms()
+        return InHand(len(self._not_yet_due), until / 1000 if until is not None else None, len(self._paused),
+                      len(self._awaiting_next_try))
 
     @property
     def idle(self) -> bool:
-        return (not self.busy and not self._held and not self._undisposed and not self._on_hold
+        return (not self.busy and not self._not_yet_due and not self._awaiting_next_try and not self._paused
                 and (self.offload_lane is None or self.offload_lane.in_flight == 0))
-
-    @property
-    def on_hold(self) -> int:
-        return len(self._on_hold)
-
-    @property
-    def undisposed(self) -> int:
-        return len(self._undisposed)
-
-    def held_until(self) -> float | None:
-        """When the last RETRY message held in memory falls due (Unix seconds), if any is held."""
-        return max(due for due, _, _ in self._held) / 1000 if self._held else None
 
     def dependencies_down(self) -> str | None:
         """For ``/readyz``: every open breaker (metadata stores, offload targets that answered before) and why."""
@@ -156,13 +142,12 @@ class DeletePhaseWorker:
 
     def stuck(self) -> str | None:
         """Why dispositions are failing, if one has kept failing for :data:`STUCK_AFTER_S`."""
-        if not self._undisposed:
+        if not self._awaiting_next_try:
             return None
-        oldest = min(p.first_failure for p in self._undisposed)
-        waited = time.monotonic() - oldest
+        waited = time.monotonic() - min(d.first_failure for d in self._awaiting_next_try)
         if waited < STUCK_AFTER_S:
             return None
-        return (f"{len(self._undisposed)} message(s) cannot be published to RETRY/DLQ or acked; "
+        return (f"{len(self._awaiting_next_try)} message(s) cannot be published to RETRY/DLQ or acked; "
                 f"the oldest for {waited:.0f}s")
 
     # ---- the loop
@@ -176,20 +161,17 @@ class DeletePhaseWorker:
         with self._lock:
             if self.stopping.is_set():
                 return 0
-            self._retry_undisposed()
+            self._try_again()
             if not self.breakers.ready():
                 time.sleep(min(wait_s, 0.2))  # a dependency is down: take nothing, spend no retry
                 return 0
             # Every message taken may end up waiting here: take no more than there is room for.
-            room = min(self.batch_size, self.max_undisposed - len(self._undisposed))
+            room = min(self.limits.batch_size, self.limits.max_awaiting_next_try - len(self._awaiting_next_try))
             if room <= 0:
                 time.sleep(min(wait_s, 0.2))  # full: take nothing new until the broker takes these
                 return 0
             settled = self._settle_offloads()
-            batch, self._on_hold = self._on_hold, []  # held through an outage now over: theirs is the turn
-            self.metrics.on_hold.set(0)
-            if not batch:
-                batch = self._collect(wait_s, room)
+            batch = self._resume_paused() or self._collect(wait_s, room)
             if not batch:
                 return settled
             self.busy = True
@@ -198,19 +180,26 @@ class DeletePhaseWorker:
             finally:
                 self.busy = False
 
+    def _resume_paused(self) -> list[Disposal]:
+        """Held through an outage now over (the breakers let us here): theirs is the turn."""
+        batch, self._paused = self._paused, []
+        self.metrics.on_hold.set(0)
+        for d in batch:
+            d.resume()
+        return batch
+
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
 
-    def _collect(self, wait_s: float, limit: int) -> list[tuple[Received, Consumer]]:
+    def _collect(self, wait_s: float, limit: int) -> list[Disposal]:
         """Due held messages first, then whatever both consumers have ready (1 ms polls, so a
         full batch costs no waiting); only an empty round waits, and only up to ``wait_s``."""
-        batch: list[tuple[Received, Consumer]] = []
-        now_ms = self._now_ms()
-        while self._held and self._held[0][0] <= now_ms and len(batch) < limit:
-            batch.append((heapq.heappop(self._held)[2], self.retries))
+        batch = self._not_yet_due.pop_due(self._now_ms(), limit)
+        for d in batch:
+            d.advance(Event.FALL_DUE)
         deadline = time.monotonic() + wait_s
-        retry_budget = self.batch_size  # RETRY messages taken this pass: bounded even when all are held
-        self._deferred_in_pass = self._reacked_in_pass = 0
+        retry_budget = self.limits.batch_size  # RETRY messages taken this pass: bounded even when all are held
+        self._handed_back_in_pass = self._reacked_in_pass = 0
         while len(batch) < limit:
             got = False
             for consumer in (self.requests, self.retries):
@@ -223,7 +212,7 @@ class DeletePhaseWorker:
                     if msg is None:
                         break
                     got = True
-                    self._take(msg, consumer, batch)
+                    self._take(Disposal(msg, consumer), batch)
             if got:
                 continue
             remaining = deadline - time.monotonic()
@@ -231,8 +220,12 @@ class DeletePhaseWorker:
                 break
             msg = self._receive(self.requests, min(0.05, remaining))  # idle: wait a little, not spin
             if msg is not None:
-                self._take(msg, self.requests, batch)
-        if self._deferred_in_pass >= max(1, self.batch_size // 2):
+                self._take(Disposal(msg, self.requests), batch)
+        self._after_collect()
+        return batch
+
+    def _after_collect(self) -> None:
+        if self._handed_back_in_pass >= max(1, self.limits.batch_size // 2):
             # RETRY holds only messages due later than everything held: read it again in a second
             # rather than cycle its messages through the broker.
             self._retry_paused_until = time.monotonic() + 1.0
@@ -240,52 +233,53 @@ class DeletePhaseWorker:
             _log.warning("%d redelivered message(s) had been settled here already (their acks were lost, "
                          "most likely with a broker that died): acknowledged again, not settled twice",
                          self._reacked_in_pass)
-        return batch
 
-    def _take(self, msg: Received, consumer: Consumer, batch: list[tuple[Received, Consumer]]) -> None:
+    def _take(self, d: Disposal, batch: list[Disposal]) -> None:
         self.last_message_at = time.monotonic()
         self.metrics.received.inc()
-        if msg in self._settled:
-            self._ack_again(msg, consumer)
+        if d.message in self._settled:
+            self._ack_again(d)
             return
         now_ms = self._now_ms()
-        due = dispose.due_at_ms(msg, self.policy.max_delay_s, now_ms) if consumer is self.retries else 0
-        if due <= now_ms:
-            batch.append((msg, consumer))
+        if d.consumer is self.retries:
+            d.due_ms = dispose.due_at_ms(d.message, self.policy.max_delay_s, now_ms)
+        if d.due_ms <= now_ms:
+            batch.append(d)
             return
-        seq = next(self._seq)
-        heapq.heappush(self._held, (due, seq, msg))
-        if len(self._held) > self.max_held:
-            self._evict_latest(now_ms, seq)
+        d.advance(Event.HOLD_UNTIL_DUE)
+        self._not_yet_due.add(d)
+        if len(self._not_yet_due) > self.limits.max_not_yet_due:
+            self._hand_back_latest(now_ms, d)
 
-    def _ack_again(self, msg: Received, consumer: Consumer) -> None:
+    def _ack_again(self, d: Disposal) -> None:
         """A message settled here came back: its ack was lost.  Only the ack is owed (if this one is
         lost too, the broker redelivers it once more)."""
         try:
-            consumer.ack(msg)
+            d.consumer.ack(d.message)
         except BrokerError as e:
-            _log.debug("re-acking %s failed (%s): it comes back", msg.message_id, e)
+            _log.debug("re-acking %s failed (%s): it comes back", d.message.message_id, e)
+            d.advance(Event.LEAVE_UNACKED)
             return
-        self.acked.record(msg.topic)
+        d.advance(Event.ACK_AGAIN)
+        self.acked.record(d.message.topic)
         self.metrics.ack_lost.inc()
         self._reacked_in_pass += 1
 
-    def _evict_latest(self, now_ms: int, newest_seq: int) -> None:
-        """The held set is full: the message due last goes back to RETRY with the delay it has left."""
-        latest = max(self._held)
-        due, seq, msg = latest
+    def _hand_back_latest(self, now_ms: int, newest: Disposal) -> None:
+        """The not-yet-due set is full: the message due last goes back to RETRY with the delay it has left."""
+        d = self._not_yet_due.latest()
         try:
-            dispose.publish_deferred(self.publisher, msg, (due - now_ms) / 1000)
-            self.retries.ack(msg)
-            self.acked.record(msg.topic)
-            self._settled.add(msg)  # its ack lost, its redelivery is only acked: one RETRY copy is enough
+            dispose.hand_back_to_retry(self.publisher, d.message, (d.due_ms - now_ms) / 1000)
+            self.retries.ack(d.message)
         except BrokerError as e:
-            _log.warning("held set full and RETRY refused a deferred message (%s); holding it", e)
+            _log.warning("not-yet-due set full and RETRY refused a message handed back (%s); holding it", e)
             return
-        self._held.remove(latest)
-        heapq.heapify(self._held)
-        if seq == newest_seq:
-            self._deferred_in_pass += 1
+        d.advance(Event.HAND_BACK)
+        self.acked.record(d.message.topic)
+        self._settled.add(d.message)  # its ack lost, its redelivery is only acked: one RETRY copy is enough
+        self._not_yet_due.remove(d)
+        if d is newest:
+            self._handed_back_in_pass += 1
 
     def _receive(self, consumer: Consumer, timeout_s: float) -> Received | None:
         try:
@@ -295,215 +289,230 @@ class DeletePhaseWorker:
             time.sleep(min(1.0, timeout_s))
             return None
 
-    def _process(self, batch: list[tuple[Received, Consumer]]) -> int:
-        pending: list[_Pending] = []
-        valid: list[tuple[_Pending, PendingDeleteLedgerInfo]] = []
-        for msg, consumer in batch:
-            try:
-                request = decode(msg.data)
-            except InvalidRequest as e:
-                pending.append(_Pending(msg, consumer, decision.invalid(str(e)), None, undecodable=True))
-                continue
-            except Exception as e:  # noqa: BLE001 - decode promises InvalidRequest only; never trust it with a batch
-                pending.append(_Pending(msg, consumer, decision.invalid(f"{type(e).__name__}: {e}"), None,
-                                        undecodable=True))
-                continue
-            refused = self.guard(msg, request) if self.guard is not None else None
-            if refused is not None:
-                pending.append(_Pending(msg, consumer, Action(Verdict.DLQ, refused, kind=Kind.CROSS_NAMESPACE),
-                                        request))
-                continue
-            p = _Pending(msg, consumer, Action(Verdict.RECONSUME, "undecided"), request)
-            pending.append(p)
-            valid.append((p, request))
-        valid, in_lane = self._to_offload_lane(valid)
-        if in_lane:
-            pending = [p for p in pending if id(p) not in in_lane]  # the lane decides them; settled later
-        if valid:
-            tries = [dispose.attempts(p.message) for p, _ in valid]
-            actions = self.pipeline.run([r for _, r in valid], tries, self.policy,
-                                        [dispose.grace_since(p.message) for p, _ in valid])
-            for (p, _), action in zip(valid, actions, strict=True):
-                p.action = action
+    # ---- deciding
+
+    def _process(self, batch: list[Disposal]) -> int:
+        undecided = [d for d in batch if not self._admit(d)]
+        to_pipeline, in_lane = self._to_offload_lane(undecided)
+        if to_pipeline:
+            actions = self.pipeline.run([self._request(d) for d in to_pipeline],
+                                        [dispose.attempts(d.message) for d in to_pipeline], self.policy,
+                                        [dispose.grace_since(d.message) for d in to_pipeline])
+            for d, action in zip(to_pipeline, actions, strict=True):
+                d.decide(action)
         if in_lane:  # this batch's BookKeeper deletes are done; its offload deletes wait in their lane
             failpoint("delete.between-bookkeeper-and-offload")
-        pending = self._hold_if_down(pending)
-        deferred = self._publish_copies(pending)
-        for p in pending:
-            if id(p) not in deferred:
-                self._dispose(p)
-        return len(pending)
+        return self._dispose_all([d for d in batch if d.stage == Stage.DECIDED])
 
-    def _to_offload_lane(self, valid: list[tuple[_Pending, PendingDeleteLedgerInfo]]
-                         ) -> tuple[list[tuple[_Pending, PendingDeleteLedgerInfo]], set[int]]:
+    def _admit(self, d: Disposal) -> bool:
+        """Decode a message not decoded yet and check it may be acted on here; True if that decided it
+        already (an invalid payload, a request from another namespace's topic)."""
+        if d.request is not None:
+            return False  # resumed after an outage: decoded and admitted before
+        try:
+            d.request = decode(d.message.data)
+        except InvalidRequest as e:
+            d.undecodable = True
+            d.decide(decision.invalid(str(e)))
+            return True
+        except Exception as e:  # noqa: BLE001 - decode promises InvalidRequest only; never trust it with a batch
+            d.undecodable = True
+            d.decide(decision.invalid(f"{type(e).__name__}: {e}"))
+            return True
+        refused = self.hooks.guard(d.message, d.request) if self.hooks.guard is not None else None
+        if refused is not None:
+            d.decide(decision.cross_namespace(refused))
+            return True
+        return False
+
+    @staticmethod
+    def _request(d: Disposal) -> PendingDeleteLedgerInfo:
+        assert d.request is not None, "only admitted messages reach the pipeline"
+        return d.request
+
+    def _to_offload_lane(self, undecided: list[Disposal]) -> tuple[list[Disposal], list[Disposal]]:
         """Offload requests go to their own lane (:mod:`.offload_lane`), so S3 never holds up a
-        BookKeeper deletion; those beyond its room go back to RETRY, their attempts unchanged."""
+        BookKeeper deletion; those beyond its room are decided here (``decision.offload_lane_full``).
+        Returns what the pipeline decides now, and what went to the lane."""
         lane = self.offload_lane
-        offloads = [p for p, r in valid if r.ledger_type == LedgerType.OFFLOAD_LEDGER] if lane else []
+        offloads = [d for d in undecided if self._request(d).ledger_type == LedgerType.OFFLOAD_LEDGER] \
+            if lane is not None else []
         if lane is None or not offloads:
-            return valid, set()
+            return undecided, []
         room = lane.room()
-        lane.submit(offloads[:room])
-        for p in offloads[room:]:
-            p.action = Action(Verdict.RECONSUME, "the offload lane is full (the offload endpoint is slow or down)",
-                              delay_s=min(30.0, self.policy.max_delay_s), kind=Kind.TRANSIENT, counts=False)
-        taken = {id(p) for p in offloads}
-        return [(p, r) for p, r in valid if id(p) not in taken], {id(p) for p in offloads[:room]}
+        taken, over = offloads[:room], offloads[room:]
+        for d in taken:
+            d.advance(Event.SEND_TO_LANE)
+        lane.submit(taken)
+        for d in over:
+            d.decide(decision.offload_lane_full(self.policy))
+        return [d for d in undecided if d.stage == Stage.RECEIVED], taken
 
     def _settle_offloads(self) -> int:
         """Dispose of the offload requests the lane has decided (this thread owns every disposition)."""
-        if self.offload_lane is None:
-            return 0
-        done = self.offload_lane.finished()
-        if not done:
-            return 0
-        count = len(done)
-        done = self._hold_if_down(done)  # the metadata store's outage, met while verifying offloads
-        deferred = self._publish_copies(done)
-        for p in done:
-            if id(p) not in deferred:
-                self._dispose(p)
-        return count
+        done = self.offload_lane.finished() if self.offload_lane is not None else []
+        self._dispose_all(done)
+        return len(done)
 
-    def _hold_if_down(self, pending: list[_Pending]) -> list[_Pending]:
-        """Keep the requests a dependency outage failed in hand (see :mod:`.breaker`); the rest go on."""
-        transient = [p for p in pending if p.action.transient]
-        if not transient or not self.breakers.any_down():
-            return pending
-        self._on_hold.extend((p.message, p.consumer) for p in transient)
-        self.metrics.on_hold.set(len(self._on_hold))
-        return [p for p in pending if not p.action.transient]
+    # ---- disposing: the I/O around each lifecycle step
 
-    def _publish_copies(self, pending: list[_Pending]) -> set[int]:
-        """The batch's RETRY and DLQ copies, pipelined (one round trip per window, not per message);
-        returns the ids of the ``_Pending`` whose copy the broker refused (now deferred).
+    def _dispose_all(self, decided: list[Disposal]) -> int:
+        """Pause what an outage failed, publish the batch's copies together, then carry each on alone;
+        returns how many were not paused."""
+        down = self.breakers.any_down()
+        going_on = []
+        for d in decided:
+            if lifecycle.pauses(d.decided, down):
+                d.pause()
+                self._paused.append(d)
+            else:
+                going_on.append(d)
+        if self._paused:
+            self.metrics.on_hold.set(len(self._paused))
+        refused = self._publish_copies(going_on)
+        for d in going_on:
+            if d not in refused:  # a copy the broker refused already waits for its next try
+                self._dispose(d)
+        return len(going_on)
 
-        Each receipted copy marks its message published, so ``_dispose`` only acks it; a copy
-        that cannot even be built, or a batch the client fails outright, is left to ``_dispose``,
-        which handles each message on its own as before."""
-        copies: dict[Verdict, list[tuple[_Pending, Outgoing]]] = {v: [] for v in _COPIED}
-        for p in pending:
-            if p.published or p.action.verdict not in copies:
-                continue
-            try:
-                copy = self._copy_of(p)
-            except Exception:  # noqa: BLE001 - _dispose meets the same error and parks the message with it
-                continue
-            copies[p.action.verdict].append((p, copy))
-        deferred: set[int] = set()
-        for verdict, send in ((Verdict.RECONSUME, self.publisher.send_retries),
-                              (Verdict.DLQ, self.publisher.send_dead_letters)):
-            items = copies[verdict]
+    def _publish_copies(self, decided: list[Disposal]) -> set[Disposal]:
+        """The batch's RETRY and DLQ copies, pipelined (one round trip per window, not per message).
+        A copy refused by the broker leaves its message waiting for its next try; a copy that cannot
+        be built, or a batch the client fails outright, is left to :meth:`_dispose`, one by one.
+        Returns the messages whose copy the broker refused."""
+        copies: dict[Step, list[tuple[Disposal, Outgoing]]] = {Step.PUBLISH_RETRY_COPY: [], Step.PUBLISH_DLQ_COPY: []}
+        refused: set[Disposal] = set()
+        for d in decided:
+            if d.next in copies:
+                try:
+                    copies[d.next].append((d, self._copy_of(d)))
+                except Exception:  # noqa: BLE001 - _dispose meets the same error and handles it
+                    continue
+        for step, send in ((Step.PUBLISH_RETRY_COPY, self.publisher.send_retries),
+                           (Step.PUBLISH_DLQ_COPY, self.publisher.send_dead_letters)):
+            items = copies[step]
             if not items:
                 continue
             try:
                 receipts = send([copy for _, copy in items])
                 if len(receipts) != len(items):
                     raise BrokerError(f"{len(receipts)} receipts for {len(items)} copies")
-            except Exception:  # noqa: BLE001 - the one-by-one path below decides for each message
-                _log.exception("publishing %d %s copies failed; publishing them one by one", len(items), verdict)
+            except Exception:  # noqa: BLE001 - the one-by-one path decides for each message
+                _log.exception("publishing %d copies (%s) failed; publishing them one by one", len(items), step)
                 continue
-            refused = []
-            for (p, _), receipt in zip(items, receipts, strict=True):
+            errors = []
+            for (d, _), receipt in zip(items, receipts, strict=True):
                 if isinstance(receipt, BrokerError):
-                    self._defer(p, str(receipt), quiet=True)
-                    deferred.add(id(p))
-                    refused.append(receipt)
-                    continue
-                self._published(p)
-            if refused:  # one line for the batch: a refusing broker refuses every copy alike
-                _log.warning("could not publish %d %s copies (%s): will retry", len(refused), verdict.value,
-                             refused[0])
-        return deferred
+                    self._try_later(d, str(receipt), quiet=True)
+                    refused.add(d)
+                    errors.append(receipt)
+                else:
+                    self._copy_published(d)
+            if errors:  # one line for the batch: a refusing broker refuses every copy alike
+                _log.warning("could not %s for %d message(s) (%s): will retry", step, len(errors), errors[0])
+        return refused
 
-    @staticmethod
-    def _copy_of(p: _Pending) -> Outgoing:
-        """The RETRY or DLQ copy of a message to reconsume or dead-letter."""
-        if p.action.verdict == Verdict.RECONSUME:
-            return dispose.retry_copy(p.message, p.action.delay_s, counts=p.action.counts,
-                                      grace_since_ms=p.action.grace_since_ms)
-        return dispose.dead_letter_copy(p.message, p.action.kind.value or "failed", p.action.reason,
-                                        undecodable=p.undecodable)
+    def _copy_of(self, d: Disposal) -> Outgoing:
+        action = d.decided
+        if d.next == Step.PUBLISH_RETRY_COPY:
+            return dispose.retry_copy(d.message, action.delay_s, counts=action.counts,
+                                      grace_since_ms=action.grace_since_ms)
+        reason = outward(action).dlq_reason
+        assert reason is not None, "a dead letter's outward form names its reason"
+        return dispose.dead_letter_copy(d.message, reason, action.reason, undecodable=d.undecodable)
 
-    def _published(self, p: _Pending) -> None:
-        """Its copy is receipted: only the ack is left (a failed ack must not publish it twice)."""
-        failpoint("retry.after-publish" if p.action.verdict == Verdict.RECONSUME else "dlq.after-publish")
-        p.published = True
-        if p.action.verdict == Verdict.DLQ and p.action.kind == Kind.MAX_RETRIES:
+    def _copy_published(self, d: Disposal) -> None:
+        """Its copy is receipted: a failed ack later must not publish it twice."""
+        failpoint("retry.after-publish" if d.next == Step.PUBLISH_RETRY_COPY else "dlq.after-publish")
+        d.advance(Event.PUBLISH_COPY)
+        if d.decided.kind == decision.Kind.MAX_RETRIES:
             self.metrics.max_retry_reached.inc()
 
-    def _dispose(self, p: _Pending) -> None:
-        if p.action.verdict == Verdict.DRY_RUN:
-            _log.info("%s", p.action.reason if p.request is None else f"{p.request.describe()}: {p.action.reason}")
-            return  # left unacked: the subscription redelivers it to a real run
-        try:
-            self._publish_and_ack(p)
-        except BrokerError as e:
-            self._defer(p, str(e))
-            return
-        except Exception as e:  # noqa: BLE001 - e.g. a delay the client cannot represent: park it, with why
-            _log.exception("disposing of %s failed", p.message.message_id)
-            if p.published or p.action.verdict == Verdict.DLQ:
-                self._defer(p, f"{type(e).__name__}: {e}")
+    def _dispose(self, d: Disposal) -> None:
+        """Carry ``d`` through its remaining steps; a failure leaves it at its stage for its next try."""
+        while True:
+            try:
+                self._run_steps(d)
+                break
+            except BrokerError as e:
+                self._try_later(d, str(e))
                 return
-            p.action = Action(Verdict.DLQ, f"could not reconsume ({type(e).__name__}: {e}); was: {p.action.reason}",
-                              kind=Kind.INTERNAL_ERROR)
-            self._dispose(p)
-            return
-        outcome = decision.outcome_of(p.action)
-        self._settled.add(p.message)
-        self.metrics.acked.labels(outcome=outcome.value).inc()
-        if outcome == Outcome.DELETED and p.request is not None:
-            self.metrics.send_to_delete.observe(max(0.0, self.clock() - p.request.marked_at / 1000))
-        self._log_outcome(p, outcome)
-        if self.on_settled is not None:
-            self.on_settled(Settled(p.message, p.request, p.action, outcome))
+            except Exception as e:  # noqa: BLE001 - e.g. a delay the client cannot represent
+                _log.exception("disposing of %s failed", d.message.message_id)
+                why = f"{type(e).__name__}: {e}"
+                if lifecycle.on_unexpected_error(d) != Event.REDECIDE:
+                    self._try_later(d, why)
+                    return
+                # a dead letter is never redecided: at most one more pass
+                d.redecide(decision.could_not_reconsume(d.decided, why))
+        if d.stage == Stage.ACKED:
+            self._settled_here(d)
 
-    def _publish_and_ack(self, p: _Pending) -> None:
-        if not p.published and p.action.verdict in _COPIED:
-            copy = self._copy_of(p)
-            if p.action.verdict == Verdict.RECONSUME:
-                self.publisher.send_retry(copy.data, copy.properties, copy.deliver_after_s, copy.source_topic)
-            else:
-                self.publisher.send_dlq(copy.data, copy.properties, copy.source_topic)
-            self._published(p)
-        if self.record is not None and not p.recorded:
-            self.record(Settled(p.message, p.request, p.action, decision.outcome_of(p.action)))
-            p.recorded = True
-        failpoint("delete.before-ack")
-        p.consumer.ack(p.message)
-        self.acked.record(p.message.topic)
+    def _run_steps(self, d: Disposal) -> None:
+        while (step := d.next) != Step.NOTHING:
+            match step:
+                case Step.PUBLISH_RETRY_COPY:
+                    copy = self._copy_of(d)
+                    self.publisher.send_retry(copy.data, copy.properties, copy.deliver_after_s, copy.source_topic)
+                    self._copy_published(d)
+                case Step.PUBLISH_DLQ_COPY:
+                    copy = self._copy_of(d)
+                    self.publisher.send_dlq(copy.data, copy.properties, copy.source_topic)
+                    self._copy_published(d)
+                case Step.RECORD:
+                    if self.hooks.record is not None:
+                        self.hooks.record(self._settlement(d))
+                    d.advance(Event.RECORD)
+                case Step.ACK:
+                    failpoint("delete.before-ack")
+                    d.consumer.ack(d.message)
+                    d.advance(Event.ACK)
+                    self.acked.record(d.message.topic)
+                case Step.LEAVE_UNACKED:
+                    action = d.decided
+                    _log.info("%s", action.reason if d.request is None else f"{d.request.describe()}: {action.reason}")
+                    d.advance(Event.LEAVE_UNACKED)  # the subscription redelivers it to a real run
 
-    def _defer(self, p: _Pending, why: str, quiet: bool = False) -> None:
-        now = time.monotonic()
-        if p.failures == 0:
-            p.first_failure = now
-        p.failures += 1
-        p.next_try = now + min(30.0, self.dispose_backoff_s * 2 ** min(p.failures - 1, 6))
+    def _settlement(self, d: Disposal) -> Settled:
+        return Settled(d.message, d.request, d.decided, outward(d.decided).outcome)
+
+    def _settled_here(self, d: Disposal) -> None:
+        settled = self._settlement(d)
+        self._settled.add(d.message)
+        self.metrics.acked.labels(outcome=settled.outcome.value).inc()
+        if settled.outcome == Outcome.DELETED and d.request is not None:
+            self.metrics.send_to_delete.observe(max(0.0, self.clock() - d.request.marked_at / 1000))
+        self._log_outcome(d)
+        if self.hooks.on_settled is not None:
+            self.hooks.on_settled(settled)
+
+    def _try_later(self, d: Disposal, why: str, quiet: bool = False) -> None:
+        d.fail(time.monotonic(), self.limits.dispose_backoff_s)
         self.metrics.dispose_failures.inc()
         if not quiet:
-            _log.warning("could not dispose of %s (%s): will retry", p.message.message_id, why)
-        self._undisposed.append(p)
-        self.metrics.undisposed.set(len(self._undisposed))
+            _log.warning("could not dispose of %s (%s): will retry", d.message.message_id, why)
+        self._awaiting_next_try.append(d)
+        self.metrics.undisposed.set(len(self._awaiting_next_try))
 
-    def _retry_undisposed(self) -> None:
+    def _try_again(self) -> None:
+        """Dispositions whose backoff has passed get their next try."""
         now = time.monotonic()
-        due = [p for p in self._undisposed if p.next_try <= now]
+        due = [d for d in self._awaiting_next_try if d.next_try <= now]
         if not due:
             return
-        self._undisposed = [p for p in self._undisposed if p.next_try > now]
-        for p in due:
-            self._dispose(p)
-        self.metrics.undisposed.set(len(self._undisposed))
+        self._awaiting_next_try = [d for d in self._awaiting_next_try if d.next_try > now]
+        for d in due:
+            self._dispose(d)
+        self.metrics.undisposed.set(len(self._awaiting_next_try))
 
-    def _log_outcome(self, p: _Pending, outcome: Outcome) -> None:
-        what = p.request.describe() if p.request else f"message {p.message.message_id}"
-        level = logging.WARNING if outcome in (Outcome.METADATA_MISMATCH, Outcome.DLQ) else logging.INFO
-        fields = {"outcome": outcome.value, "reason": p.action.reason, "messageId": p.message.message_id,
-                  "attempts": dispose.attempts(p.message)}
-        if p.request is not None:
-            fields.update(ledger=p.request.ledger_id, ledgerType=p.request.ledger_type.value,
-                          topic=p.request.topic_name)
+    def _log_outcome(self, d: Disposal) -> None:
+        action, out = d.decided, outward(d.decided)
+        what = d.request.describe() if d.request else f"message {d.message.message_id}"
+        fields = {"outcome": out.outcome.value, "reason": action.reason, "messageId": d.message.message_id,
+                  "attempts": dispose.attempts(d.message)}
+        if d.request is not None:
+            fields.update(ledger=d.request.ledger_id, ledgerType=d.request.ledger_type.value,
+                          topic=d.request.topic_name)
         # "deleted (deleted)" said it twice: the reason only when it adds something
-        detail = "" if p.action.reason in (outcome.value, "deleted", "absent") else f" ({p.action.reason})"
-        _log.log(level, "%s: %s%s", what, outcome.value, detail, extra=fields)
+        detail = "" if action.reason in (out.outcome.value, "deleted", "absent") else f" ({action.reason})"
+        _log.log(out.log_level, "%s: %s%s", what, out.outcome.value, detail, extra=fields)
