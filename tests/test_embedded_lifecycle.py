@@ -3,12 +3,14 @@ doubled brokers after SIGKILLs, and a daemon that restarts its killed broker (or
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,9 @@ from tests.cli_runner import run_cli
 from tests.harness import free_port, wait_until
 from tests.test_daemon_cli import _answers, _start_daemon, present, request_file, seed
 from tests.test_daemon_gauges import _metric, _scrape
+
+#: The Pulsar client's acknowledgment grouping time (its default, 100 ms), which the daemon keeps.
+ACK_GROUP_S = 0.1
 
 
 @pytest.fixture
@@ -36,6 +41,38 @@ def _daemon_up(data_dir: Path, *extra: str) -> tuple[subprocess.Popen, int]:
     wait_until(lambda: (data_dir / "broker" / "subscriptions.json").exists(), 60, "the daemon's consumers",
                proc=proc)
     return proc, port
+
+
+def _unread_bytes(pid: int) -> int:
+    """Bytes waiting, unread, in the receive queues of ``pid``'s TCP sockets (Linux ``/proc``): what
+    clients have sent to a frozen process, which reads nothing."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):  # an fd closed meanwhile
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:["):-1])
+    unread = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[9] in inodes:
+                unread += int(fields[4].split(":")[1], 16)  # tx_queue:rx_queue, in hex
+    return unread
+
+
+class _Unchanged:
+    """True once ``read()`` has returned the same value, above ``floor``, for ``still_s`` seconds."""
+
+    def __init__(self, read: Callable[[], int], floor: int, still_s: float) -> None:
+        self.read, self.floor, self.still_s = read, floor, still_s
+        self.last, self.since = floor, time.monotonic()
+
+    def __call__(self) -> bool:
+        value = self.read()
+        if value != self.last:
+            self.last, self.since = value, time.monotonic()
+        return value > self.floor and time.monotonic() - self.since >= self.still_s
 
 
 def _stop(proc: subprocess.Popen) -> tuple[str, str]:
@@ -146,10 +183,14 @@ def test_acks_a_killed_broker_never_persisted_are_not_settled_twice(
         old = EmbeddedBroker(data_dir).read_info()
         assert old is not None
         os.kill(old.pid, signal.SIGSTOP)
+        unread_at_freeze = _unread_bytes(old.pid)
         deleted = 'pulsar_ledger_deletion_acked_total{outcome="deleted"}'
         wait_until(lambda: _metric(_scrape(port), deleted) == 20, 60, "the daemon to ack into the frozen broker",
                    proc=proc)
-        time.sleep(1.0)  # the client groups acks for 100 ms: let them all reach the socket
+        # acked means handed to the client, which groups acks for up to ACK_GROUP_S before it writes them:
+        # wait until they are in the frozen broker's socket (its unread bytes grew, and stay put)
+        wait_until(_Unchanged(lambda: _unread_bytes(old.pid), unread_at_freeze, 2 * ACK_GROUP_S), 30,
+                   "the acks to reach the frozen broker's socket", proc=proc)
         os.kill(old.pid, signal.SIGKILL)
         wait_until(lambda: (_metric(_scrape(port), "pulsar_ledger_deletion_received_total") or 0) >= 40, 90,
                    "the restarted broker to redeliver the messages whose acks it lost", proc=proc)
