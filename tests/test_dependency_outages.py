@@ -4,14 +4,17 @@ retry is spent, and every request is deleted once ZooKeeper is back — without 
 from __future__ import annotations
 
 import threading
-import time
 import uuid
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from kazoo.client import KazooClient
 
 from deletion_service.admin.deps import AdminDeps
 from deletion_service.cluster_writer import pulsar_custom_metadata
+from deletion_service.delete_phase.breaker import PROBE_EVERY_S, Breaker, Breakers
 from deletion_service.inflight import NoBacklog
 from metastore import open_store
 from tests.deletion_world import make_world, request
@@ -38,10 +41,22 @@ def _world(zk: ZooKeeperServer, broker: PulsarLiteBroker, ledgers: int) -> tuple
     return store, world, ids
 
 
+def _count_probes(breakers: Breakers) -> list[str]:
+    """Each breaker's probe, recording its name whenever it asks its dependency (the real probe runs)."""
+    probes: list[str] = []
+    for breaker in breakers.breakers:
+        def probe(breaker: Breaker = breaker, real: Callable[[], object] = breaker.probe) -> object:
+            probes.append(breaker.name)
+            return real()
+        breaker.probe = probe
+    return probes
+
+
 def test_a_zookeeper_outage_spends_no_retry_and_recovers_without_restart(
         own_zookeeper: ZooKeeperServer, pulsar_broker: PulsarLiteBroker) -> None:
     store, world, ids = _world(own_zookeeper, pulsar_broker, 40)
     worker = world.start()
+    probes = _count_probes(worker.breakers)
     readiness = AdminDeps.for_service(world.service, NoBacklog(), None, probe_timeout_s=2.0).readiness
     stop = threading.Event()
     loop = threading.Thread(target=worker.run, args=(stop,), daemon=True)
@@ -51,7 +66,11 @@ def test_a_zookeeper_outage_spends_no_retry_and_recovers_without_restart(
             world.service.send_pending_delete(request(TOPIC, lid))
         loop.start()
         wait_until(lambda: worker.on_hold > 0, 60, "requests held through the outage")
-        time.sleep(3)  # three reconsume delays: before, each would have been retried and dead-lettered
+        # three more probes, each a second apart (PROBE_EVERY_S) and each finding ZooKeeper down: three
+        # reconsume delays, in each of which the held requests would have been retried and dead-lettered
+        assert world.service.config.two_phase_deletion_reconsume_later_in_seconds <= PROBE_EVERY_S
+        seen = len(probes)
+        wait_until(lambda: len(probes) >= seen + 3, 30, "three probes of the store during the outage")
         assert world.settled == [], "nothing is reconsumed, dead-lettered or acked during an outage"
         assert worker.breakers.down() is not None and "the metadata store down" in worker.breakers.down()
         assert readiness()["consuming"] is not None
@@ -83,7 +102,6 @@ def test_a_per_request_transient_failure_is_still_retried(zk_url: str, zookeeper
         def flaky(requests, attempts, grace_since=None):  # noqa: ANN001, ANN202 - one request's facts fail transiently, once
             facts = original(requests, attempts, grace_since)
             if attempts and attempts[0] == 0:
-                from dataclasses import replace
                 facts = [replace(facts[0], transient="ZooKeeper said: try again"), *facts[1:]]
             return facts
 
@@ -103,8 +121,6 @@ def test_a_per_request_transient_failure_is_still_retried(zk_url: str, zookeeper
 def _expire_session(store, hosts: str) -> None:  # noqa: ANN001
     """ZooKeeper's own way to expire a session: another client joins it with its id and password and
     leaves; the server then ends the session for both (what a long GC pause or partition does)."""
-    from kazoo.client import KazooClient
-
     session_id, password = store._client.client_id
     intruder = KazooClient(hosts=hosts, client_id=(session_id, password))
     intruder.start(timeout=10)
