@@ -65,7 +65,7 @@ def test_a_zookeeper_outage_spends_no_retry_and_recovers_without_restart(
         for lid in ids:
             world.service.send_pending_delete(request(TOPIC, lid))
         loop.start()
-        wait_until(lambda: worker.on_hold > 0, 60, "requests held through the outage")
+        wait_until(lambda: worker.in_hand().paused > 0, 60, "requests held through the outage")
         # three more probes, each a second apart (PROBE_EVERY_S) and each finding ZooKeeper down: three
         # reconsume delays, in each of which the held requests would have been retried and dead-lettered
         assert world.service.config.two_phase_deletion_reconsume_later_in_seconds <= PROBE_EVERY_S
@@ -113,7 +113,7 @@ def test_a_per_request_transient_failure_is_still_retried(zk_url: str, zookeeper
         world.service.close()
         world.service.broker.close()
     assert [s.outcome.value for s in world.settled] == ["reconsumed", "deleted"]
-    assert worker.breakers.down() is None and worker.on_hold == 0
+    assert worker.breakers.down() is None and worker.in_hand().paused == 0
     store.close()
     bk_store.close()
 
