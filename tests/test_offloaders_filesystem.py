@@ -78,7 +78,8 @@ def test_delete_then_absent(fs: FileSystemOffloader, base: Path) -> None:
     path = offload(fs, t)
     other_path = offload(fs, other)
     assert fs.exists(t, fs.object_names(t)[0])
-    assert fs.head(t, fs.object_names(t)[0]).size > 0
+    head = fs.head(t, fs.object_names(t)[0])
+    assert head is not None and head.size > 0
     assert fs.delete_all(t) == {fs.object_names(t)[0]: ObjectDeleteOutcome.DELETED}
     assert not path.exists()
     assert other_path.exists()
