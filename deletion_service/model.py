@@ -13,7 +13,7 @@ import functools
 import json
 import re
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, assert_never
 
 from pydantic import (
     AfterValidator,
@@ -218,12 +218,22 @@ class DeleteLedgerPayload(_Wire):
         return (self.ledger_type.value, self.ledger_id)
 
     def describe(self) -> str:
-        extra = {LedgerComponent.MANAGED_CURSOR: f" cursor {self.cursor_name}",
-                 LedgerComponent.SCHEMA_STORAGE: f" schema {self.schema_id}",
-                 LedgerComponent.COMPACTED_LEDGER: " (compacted ledger)",
-                 LedgerComponent.DELAYED_INDEX_BUCKET: f" delayed-delivery bucket of {self.cursor_name}",
-                 }.get(self.ledger_component, "")
-        return f"{self.ledger_type.value} {self.ledger_id} of {self.topic_name}{extra}"
+        return f"{self.ledger_type.value} {self.ledger_id} of {self.topic_name}{self._component_detail()}"
+
+    def _component_detail(self) -> str:
+        match self.ledger_component:
+            case LedgerComponent.MANAGED_LEDGER:
+                return ""
+            case LedgerComponent.MANAGED_CURSOR:
+                return f" cursor {self.cursor_name}"
+            case LedgerComponent.SCHEMA_STORAGE:
+                return f" schema {self.schema_id}"
+            case LedgerComponent.COMPACTED_LEDGER:
+                return " (compacted ledger)"
+            case LedgerComponent.DELAYED_INDEX_BUCKET:
+                return f" delayed-delivery bucket of {self.cursor_name}"
+            case _:
+                assert_never(self.ledger_component)
 
 
 class PendingDeleteLedgerInfo(DeleteLedgerPayload):

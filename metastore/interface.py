@@ -20,7 +20,7 @@ import abc
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final
+from typing import Final, assert_never
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
@@ -247,19 +247,22 @@ class MetadataStore(abc.ABC):
             in_doubt: list[list[tuple[str, int]]] = []
             batches = list(_batches(todo, batch_size, self.max_request_bytes))
             for batch, fate in zip(batches, self._delete_batches(batches), strict=True):
-                if fate == BatchFate.APPLIED:
-                    outcomes.update((p, NodeDeleteOutcome.DELETED) for p, _ in batch)
-                elif fate == BatchFate.UNKNOWN:
-                    in_doubt.append(batch)
-                elif fate == BatchFate.NOT_SENT:
-                    outcomes.update((p, NodeDeleteOutcome.UNAVAILABLE) for p, _ in batch)
-                else:
-                    for path, version in batch:
-                        one = self._delete_one(path, version)
-                        if one == NodeDeleteOutcome.UNKNOWN:
-                            in_doubt.append([(path, version)])
-                        else:
-                            outcomes[path] = one
+                match fate:
+                    case BatchFate.APPLIED:
+                        outcomes.update((p, NodeDeleteOutcome.DELETED) for p, _ in batch)
+                    case BatchFate.UNKNOWN:
+                        in_doubt.append(batch)
+                    case BatchFate.NOT_SENT:
+                        outcomes.update((p, NodeDeleteOutcome.UNAVAILABLE) for p, _ in batch)
+                    case BatchFate.REFUSED:
+                        for path, version in batch:
+                            one = self._delete_one(path, version)
+                            if one == NodeDeleteOutcome.UNKNOWN:
+                                in_doubt.append([(path, version)])
+                            else:
+                                outcomes[path] = one
+                    case _:
+                        assert_never(fate)
             settled, todo = self._settle_in_doubt(in_doubt)
             outcomes.update(settled)
         outcomes.update((p, NodeDeleteOutcome.UNAVAILABLE) for p, _ in todo)

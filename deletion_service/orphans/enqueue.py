@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Any
+from typing import Any, assert_never
 
 from pyspark.sql import DataFrame
 
@@ -77,12 +77,22 @@ def request_for(row: Mapping[str, Any], marked_at_ms: int) -> PendingDeleteLedge
         return f"no request type for component {row.get('component')!r}"
     if row.get("topic") is None:
         return "its metadata names no topic"
-    extra = {LedgerComponent.SCHEMA_STORAGE: {"schemaId": row.get("schemaId")},
-             LedgerComponent.MANAGED_CURSOR: {"cursorName": row.get("cursor")},
-             LedgerComponent.DELAYED_INDEX_BUCKET: {"cursorName": row.get("cursor")}}.get(component, {})
     body = {"topicName": row["topic"], "ledgerComponent": component.value, "ledgerType": LedgerType.LEDGER.value,
-            "ledgerId": row["ledgerId"], **extra}
+            "ledgerId": row["ledgerId"], **_component_fields(component, row)}
     return _request(body, marked_at_ms)
+
+
+def _component_fields(component: LedgerComponent, row: Mapping[str, Any]) -> dict[str, Any]:
+    """The request fields only ``component`` has (its schema or its cursor)."""
+    match component:
+        case LedgerComponent.SCHEMA_STORAGE:
+            return {"schemaId": row.get("schemaId")}
+        case LedgerComponent.MANAGED_CURSOR | LedgerComponent.DELAYED_INDEX_BUCKET:
+            return {"cursorName": row.get("cursor")}
+        case LedgerComponent.MANAGED_LEDGER | LedgerComponent.COMPACTED_LEDGER:
+            return {}
+        case _:
+            assert_never(component)
 
 
 def object_request_for(row: Mapping[str, Any], scope: OffloadScope, marked_at_ms: int) -> PendingDeleteLedgerInfo | str:

@@ -17,7 +17,7 @@ budget, or lives in a cursor ledger (see :mod:`deletion_service.cursor.health`).
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, assert_never
 
 import typer
 from rich.console import Console
@@ -154,7 +154,20 @@ def health_json(rows: list[health.CursorHealth]) -> list[dict]:
              "detail": r.detail} for r in rows]
 
 
-_STYLE = {"over": "bold red", "near": "yellow", "cursor-ledger": "cyan", "undecodable": "red", "ok": "green"}
+def _style(status: health.Status) -> str:
+    match status:
+        case health.Status.OVER:
+            return "bold red"
+        case health.Status.NEAR:
+            return "yellow"
+        case health.Status.CURSOR_LEDGER:
+            return "cyan"
+        case health.Status.UNDECODABLE:
+            return "red"
+        case health.Status.OK:
+            return "green"
+        case _:
+            assert_never(status)
 
 
 @app.command("health", help=(
@@ -188,5 +201,5 @@ def health_command(
         used = "—" if r.status in (health.Status.CURSOR_LEDGER, health.Status.UNDECODABLE) else f"{r.share:.0%}"
         status = r.status.value + (f" {r.cursor_ledger}" if r.cursor_ledger is not None else "")
         table.add_row(r.topic, r.subscription, f"{r.state_bytes:,} B", f"{r.budget:,} B", used, f"{r.ranges:,}",
-                      f"[{_STYLE[r.status.value]}]{status}[/]")
+                      f"[{_style(r.status)}]{status}[/]")
     console.print(table)

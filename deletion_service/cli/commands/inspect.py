@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, assert_never
 
 import typer
 from rich.console import Console
@@ -151,6 +151,15 @@ class LayoutChoice(StrEnum):
     hierarchical = "hierarchical"
     long = "long"
 
+    def ledger_layout(self) -> LedgerLayout:
+        match self:
+            case LayoutChoice.hierarchical:
+                return LedgerLayout.HIERARCHICAL
+            case LayoutChoice.long:
+                return LedgerLayout.LONG_HIERARCHICAL
+            case _:
+                assert_never(self)
+
 
 def _ledger_znode(opts: options.CommonOptions, ledger_id: int, root: str | None) -> str:
     """The ledger's path through the layout its BookKeeper metadata store records (``<root>/LAYOUT``)."""
@@ -176,9 +185,8 @@ def bk_path(
         LayoutChoice.hierarchical),
     root: Annotated[str, typer.Option(help="BookKeeper's ledgers root znode")] = "/ledgers",
 ) -> None:
-    chosen = LedgerLayout.HIERARCHICAL if layout == LayoutChoice.hierarchical else LedgerLayout.LONG_HIERARCHICAL
     try:
-        path = ledger_path(root, ledger_id, chosen)
+        path = ledger_path(root, ledger_id, layout.ledger_layout())
     except (FormatError, ValueError) as e:
         raise UsageError(f"cannot compute a path for ledger {ledger_id}: {e}") from e
     if options.get(ctx).json:
