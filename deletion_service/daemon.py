@@ -1,4 +1,15 @@
-"""The long-running delete phase: worker loop, metric refresh, idle detection, graceful stop.
+"""The long-running delete phase: wires its pieces together and drives their lifecycle (start, wait, stop).
+
+Each job has its own module; this one only puts them together and runs them
+in the order the CLI (``run``) and the tests drive:
+
+* :mod:`.daemon_loop` — the delete-phase thread: batch after batch, chores between;
+* :mod:`.daemon_gauges` — the backlog gauges, never a false 0;
+* :mod:`.daemon_summary` — the periodic one-line summary;
+* :mod:`.daemon_namespaces` — namespace scope: what to serve, and new namespaces;
+* :mod:`.daemon_idle` — --exit-when-idle's judgement and what it says meanwhile;
+* here — :meth:`Daemon.wait` (stopped, idle, out of time, or the embedded broker gone)
+  and :meth:`Daemon.stop`.
 
 Stopping (SIGTERM/SIGINT) lets the batch in hand finish — each of its
 messages ends acked, reconsumed or dead-lettered — then closes the consumers,
@@ -12,9 +23,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from deletion_service.broker.interface import BrokerError
+from deletion_service.daemon_gauges import BacklogGauges
+from deletion_service.daemon_idle import QUIET_S, IdleCheck, IdleState
+from deletion_service.daemon_loop import BatchLoop
+from deletion_service.daemon_namespaces import NamespaceDiscovery
 from deletion_service.daemon_summary import Summary
 from deletion_service.delete_phase.worker import DeletePhaseWorker
 from deletion_service.embedded.supervisor import BrokerSupervisor
@@ -23,6 +36,8 @@ from deletion_service.inflight import BacklogSource
 from deletion_service.service import LedgerDeletionService
 from deletion_service.topics import DeletionTopics
 
+__all__ = ["CLOSE_WAIT_S", "QUIET_S", "STOP_WAIT_S", "Daemon", "IdleState"]
+
 _log = logging.getLogger(__name__)
 
 #: How long a stop waits for the batch in hand.  Kubernetes kills 30 s after SIGTERM; the consumers'
@@ -30,17 +45,10 @@ _log = logging.getLogger(__name__)
 STOP_WAIT_S = 10.0
 CLOSE_WAIT_S = 3.0
 
-#: --exit-when-idle: no message may have arrived for this long.
-QUIET_S = 3.0
-
-
-@dataclass
-class IdleState:
-    idle: bool
-    why_not: str = ""
-
 
 class Daemon:
+    """The delete phase as a process runs it: started once, waited on, stopped once."""
+
     def __init__(
         self,
         service: LedgerDeletionService,
@@ -54,61 +62,28 @@ class Daemon:
     ) -> None:
         self.service = service
         self.supervisor = supervisor
-        self.backlog = backlog
-        self.metrics_refresh_s = metrics_refresh_s
         self.clock = clock
+        #: Set by a signal handler or :meth:`stop`: the loop ends after the batch in hand, :meth:`wait` returns.
         self.stop_event = threading.Event()
         self.worker: DeletePhaseWorker | None = None
-        self._thread: threading.Thread | None = None
-        self._last_refresh = 0.0
-        self._gauge_warned = False
-        self._gauges_read = False
+        self._loop: BatchLoop | None = None
         self.started_at = clock()
         self.summary = Summary(service.metrics, summary_every_s, clock)
         #: namespace scope: the namespaces to serve, looked up again every ledgerDeletionNamespaceRefreshSeconds
-        self.namespaces = namespaces
+        self.discovery = NamespaceDiscovery(service, namespaces, clock)
         self.drain_cluster_topics = drain_cluster_topics
-        self._last_discovery = clock()
-        self._waiting_said = 0.0
+        self.gauges = BacklogGauges(service.metrics, backlog, self._served, service.topics, metrics_refresh_s,
+                                    clock, self.started_at)
+        self.idle = IdleCheck(backlog, self._consumed, service.topics.subscription, clock, self.started_at)
 
-    def start(self) -> None:
-        served = self.namespaces() if self.namespaces is not None else None
-        self.worker = self.service.start(namespaces=served, drain_cluster_topics=self.drain_cluster_topics)
-        if served is not None:
-            _log.info("namespace scope: serving %d namespace(s)%s", len(served),
-                      f": {', '.join(served[:10])}{' …' if len(served) > 10 else ''}" if served else "")
-        self._thread = threading.Thread(target=self._loop, name="delete-phase", daemon=True)
-        self._thread.start()
+    @property
+    def backlog(self) -> BacklogSource:
+        """Where the gauges and the idle check read the backlog (one source for both)."""
+        return self.gauges.backlog
 
-    def _loop(self) -> None:
-        assert self.worker is not None
-        while not self.stop_event.is_set():
-            try:
-                self.worker.run_once(0.2)
-            except Exception:  # noqa: BLE001 - the loop must outlive any one batch
-                _log.exception("delete-phase loop error; continuing")
-                time.sleep(1)
-            # Until the first trusted reading, try every second; then every metrics_refresh_s.
-            every = self.metrics_refresh_s if self._gauges_read else 1.0
-            if self.clock() - self._last_refresh >= every:
-                self.refresh_gauges()
-            if self.summary.due():
-                self.summary.log(self.worker)
-            self._discover_namespaces()
-
-    def _discover_namespaces(self) -> None:
-        """Namespace scope: subscribe to namespaces created since the last look (worker thread, between batches)."""
-        every = self.service.config.ledger_deletion_namespace_refresh_seconds
-        if self.namespaces is None or self.clock() - self._last_discovery < every:
-            return
-        self._last_discovery = self.clock()
-        try:
-            new = self.service.serve_namespaces(self.namespaces())
-        except Exception as e:  # noqa: BLE001 - the store or broker is down: the next look tries again
-            _log.warning("looking for new namespaces failed (%s); trying again in %d s", e, every)
-            return
-        if new:
-            _log.info("now serving %d more namespace(s): %s", len(new), ", ".join(new))
+    @backlog.setter
+    def backlog(self, source: BacklogSource) -> None:
+        self.gauges.backlog = self.idle.backlog = source
 
     def _served(self) -> list[DeletionTopics]:
         return self.service.served or [self.service.topics]
@@ -117,45 +92,29 @@ class Daemon:
         """Every request and RETRY topic this daemon reads."""
         return [c for t in self._served() for c in t.consumed]
 
+    def start(self) -> None:
+        served = self.discovery.first()
+        self.worker = self.service.start(namespaces=served, drain_cluster_topics=self.drain_cluster_topics)
+        self.discovery.say_served(served)
+        self._loop = BatchLoop(self.worker, self.stop_event, self._between_batches)
+        self._loop.start()
+
+    def _between_batches(self) -> None:
+        """The chores, on the delete-phase thread: gauges, the summary line, new namespaces."""
+        self.gauges.refresh_if_due()
+        if self.summary.due() and self.worker is not None:
+            self.summary.log(self.worker)
+        self.discovery.look_again_if_due()
+
     def refresh_gauges(self) -> None:
-        """The backlog gauges, once the broker's statistics can be trusted: not before they were
-        refreshed after this daemon started (``staleness_s``), or they would say 0 for requests parked."""
-        self._last_refresh = self.clock()
-        if self.clock() - self.started_at < self.backlog.staleness_s:
-            return
-        try:
-            m, served, topics = self.service.metrics, self._served(), self.service.topics
-            # one reading each for every namespace served (a broker's statistics are one page)
-            m.estimated_inflight.set(sum(self.backlog.backlog(self._consumed(), topics.subscription).values()))
-            m.dlq_size.set(sum(self.backlog.backlog([t.dlq for t in served], topics.dlq_subscription).values()))
-            self._gauges_read = True
-        except BrokerError as e:
-            if not self._gauge_warned:
-                _log.warning("cannot refresh backlog gauges: %s", e)
-                self._gauge_warned = True
+        self.gauges.refresh()
 
     def idle_state(self) -> IdleState:
-        """--exit-when-idle: nothing in hand or held, quiet for 3 s, and a backlog of 0 once what
-        this worker acknowledged after the (possibly stale) reading is taken off it."""
-        w = self.worker
-        if w is None:
-            return IdleState(False, "not started")
-        if not w.idle:
-            return IdleState(False, f"{w.held} request(s) waiting out a retry delay" if w.held else "processing")
-        quiet_since = max(w.last_message_at, self.started_at)
-        if self.clock() - quiet_since < QUIET_S:
-            return IdleState(False, "messages arrived in the last 3 s")
-        try:
-            backlog = self.backlog.backlog(self._consumed(), self.service.topics.subscription)
-        except BrokerError as e:
-            return IdleState(False, f"backlog unknown: {e}")
-        pending = w.acked.explains(backlog, self.backlog.staleness_s)
-        if pending:
-            return IdleState(False, f"backlog {sum(pending.values())} on {len(pending)} topic(s)")
-        return IdleState(True)
+        """--exit-when-idle: see :mod:`.daemon_idle`."""
+        return self.idle.state(self.worker)
 
     def wait(self, exit_when_idle: bool, max_wait_s: float | None, poll_s: float = 1.0) -> int:
-        """Block until stopped (0), idle (0) or out of time waiting for idle (3)."""
+        """Block until stopped (0), idle (0), out of time waiting for idle (3) or the embedded broker gone (1)."""
         deadline = None if max_wait_s is None else self.clock() + max_wait_s
         last = IdleState(False)
         while not self.stop_event.is_set():
@@ -166,22 +125,12 @@ class Daemon:
                 if last.idle:
                     _log.info("idle: nothing in flight")
                     return EXIT_OK
-                self._say_why_waiting()
+                self.idle.say_why_waiting(self.worker)
             if deadline is not None and self.clock() >= deadline:
                 _log.warning("not idle after %.0fs: %s", max_wait_s, last.why_not)
                 return EXIT_NOT_IDLE
             self.stop_event.wait(poll_s)
         return EXIT_OK
-
-    def _say_why_waiting(self, every_s: float = 30.0) -> None:
-        """--exit-when-idle waiting out long retry delays: say how many and until when, now and then."""
-        w = self.worker
-        until = w.held_until() if w is not None else None
-        if w is None or until is None or self.clock() - self._waiting_said < every_s:
-            return
-        self._waiting_said = self.clock()
-        _log.info("waiting out retry delays: %d request(s) held, the last due at %s", w.held,
-                  time.strftime("%H:%M:%S", time.localtime(until)))
 
     def liveness(self) -> str | None:
         """``/healthz``: None while this daemon can do its work, else why not (then it is exiting)."""
@@ -192,13 +141,8 @@ class Daemon:
         subscription.  Messages parked because the broker refused their publish or ack are not retried:
         unacked, they come back to the next run, which settles them; nothing is lost."""
         self.stop_event.set()
-        if self.worker is not None:
-            self.worker.stopping.set()
-        if self._thread is not None:
-            self._thread.join(timeout=STOP_WAIT_S)
-            if self._thread.is_alive():
-                _log.warning("the batch in hand did not finish within %.0f s; its unacked messages return to the "
-                             "subscription", STOP_WAIT_S)
+        if self._loop is not None:
+            self._loop.finish(STOP_WAIT_S)
         closing = threading.Thread(target=self.service.close, name="close", daemon=True)
         closing.start()  # a hung broker makes each close wait out its operation timeout: bounded here
         closing.join(CLOSE_WAIT_S)
