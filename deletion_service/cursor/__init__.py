@@ -7,7 +7,7 @@ Modules, one concept each (STYLE: not one Pulsar-sized class):
 * :mod:`.ack_size`, :mod:`.ack_budget` — their exact persisted size, and what of them is
   persisted within ``managedLedgerMaxAckStateInBytesToPersist``;
 * :mod:`.epoch` — :class:`ManagedCursor` with the PIP-269 epoch API;
-* :mod:`.log`, :mod:`.reads`, :mod:`.state`, :mod:`.dispatcher`, :mod:`.changes`
+* :mod:`.log`, :mod:`.reads`, :mod:`.state`, :mod:`.routing`, :mod:`.dispatcher`, :mod:`.changes`
   — an in-memory dispatcher whose state changes atomically with the cursor;
 * :mod:`.seek` — the consumer (seek) epoch;
 * :mod:`.persistence`, :mod:`.reset` — the cursor node in the metadata store;
