@@ -15,7 +15,6 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import replace
 
 import pytest
 
@@ -298,7 +297,7 @@ def test_a_flood_of_far_future_retries_cannot_starve_a_due_one(world: World) -> 
     world.start()
     worker = world.worker
     assert worker is not None
-    worker.limits = replace(worker.limits, max_not_yet_due=10)
+    worker.limits.max_not_yet_due = 10
     for _ in range(40):
         send_raw(world, forged, svc.topics.retry, {DELAY_TIME: str(10**15), RECONSUMETIMES: "1"})
     genuine = request(topic, 1100).to_json()
@@ -310,7 +309,7 @@ def test_a_flood_of_far_future_retries_cannot_starve_a_due_one(world: World) -> 
         worker.run_once(0.1)
         assert worker.in_hand().not_yet_due <= 10
     now = now_ms()
-    assert all(d.due_ms <= now + svc.policy.max_delay_s * 1000 for d in worker._not_yet_due)  # noqa: SLF001
+    assert all(d.due_ms <= now + svc.policy.max_delay_s * 1000 for d in worker.intake.not_yet_due)
 
 
 # ---------------------------------------------------------------- 14. one message's disposal failing
@@ -342,12 +341,12 @@ def test_a_failing_publish_is_bounded_and_shows_in_metrics_and_readiness(world: 
     (the broker stays up for acks and reads)."""
     from deletion_service.admin.deps import _dispositions_flowing
     from deletion_service.broker.interface import BrokerError
-    from deletion_service.delete_phase import worker as worker_mod
+    from deletion_service.delete_phase import disposer as disposer_mod
 
     world.start()
     worker = world.worker
     assert worker is not None
-    worker.limits = replace(worker.limits, max_awaiting_next_try=3)
+    worker.limits.max_awaiting_next_try = 3
 
     def refuse(*_: object, **__: object) -> str:
         raise BrokerError("publish refused (injected)")
@@ -365,17 +364,17 @@ def test_a_failing_publish_is_bounded_and_shows_in_metrics_and_readiness(world: 
     assert worker.in_hand().awaiting_next_try == 3, "the pending list grew past its bound"
     assert world.service.metrics.value("pulsar_ledger_deletion_undisposed") == 3
     assert world.service.metrics.value("pulsar_ledger_deletion_dispose_failures_total") >= 3
-    old = worker_mod.STUCK_AFTER_S
-    worker_mod.STUCK_AFTER_S = 0
+    old = disposer_mod.STUCK_AFTER_S
+    disposer_mod.STUCK_AFTER_S = 0
     try:
         with pytest.raises(RuntimeError, match="cannot be published"):
             _dispositions_flowing(world.service)
     finally:
-        worker_mod.STUCK_AFTER_S = old
+        disposer_mod.STUCK_AFTER_S = old
     del world.service.publisher.send_dlq  # the broker takes publishes again: everything drains
     del world.service.publisher.send_dead_letters
-    worker.limits = replace(worker.limits, dispose_backoff_s=0)
-    for d in worker._awaiting_next_try:  # noqa: SLF001
+    worker.limits.dispose_backoff_s = 0
+    for d in worker.disposer.awaiting_next_try:
         d.next_try = 0
     world.drain(lambda wd: len(wd.settled) >= 6, timeout_s=60)
     assert world.service.metrics.value("pulsar_ledger_deletion_undisposed") == 0

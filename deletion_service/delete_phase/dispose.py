@@ -20,8 +20,8 @@ import base64
 import hashlib
 import re
 
+from deletion_service.broker.copy_publisher import CopyPublisher
 from deletion_service.broker.interface import Outgoing, Received
-from deletion_service.publisher import RequestPublisher
 from deletion_service.topics import family
 
 RECONSUMETIMES = "RECONSUMETIMES"
@@ -120,7 +120,7 @@ def retry_copy(message: Received, delay_s: float, counts: bool = True,
     return Outgoing(message.data, props, delay_s, source_topic=message.topic)
 
 
-def hand_back_to_retry(publisher: RequestPublisher, message: Received, remaining_s: float) -> str:
+def hand_back_to_retry(publisher: CopyPublisher, message: Received, remaining_s: float) -> str:
     """Hand a not-yet-due RETRY message back to RETRY with the delay it has left, its attempts unchanged
     (the worker's not-yet-due set is full; the broker keeps it instead of our memory)."""
     props = {**_carried(message), **_origin(message), DELAY_TIME: str(int(remaining_s * 1000))}

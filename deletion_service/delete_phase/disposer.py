@@ -1,0 +1,230 @@
+"""Carrying decided messages out of our hands: the I/O of each lifecycle step, in the table's order.
+
+A reconsume or a dead letter publishes its copy first and is acked only after
+the broker's receipt, so a crash in between duplicates a request (harmless:
+deletion is idempotent) and never loses one.  Its record (``Hooks.record``, the
+audit trail) is written before its ack, so no crash can ack a message whose
+record is lost.  Each message is disposed of on its own: if the broker refuses
+its publish or ack, it keeps its stage (a copy is never published twice, a
+record never written twice) and waits in a bounded list for its next try with
+backoff.  It is never dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from deletion_service.broker.copy_publisher import CopyPublisher
+from deletion_service.broker.interface import BrokerError, Outgoing, Received
+from deletion_service.delete_phase import decision, dispose, lifecycle
+from deletion_service.delete_phase.ack_tally import AckTally
+from deletion_service.delete_phase.decision import Action
+from deletion_service.delete_phase.intake import Limits
+from deletion_service.delete_phase.lifecycle import Disposal, Event, Stage, Step
+from deletion_service.delete_phase.outcomes import Outcome, outward
+from deletion_service.delete_phase.settled_recently import SettledRecently
+from deletion_service.failpoints import failpoint
+from deletion_service.metrics import DeletionMetrics
+from deletion_service.model import PendingDeleteLedgerInfo
+
+_log = logging.getLogger(__name__)
+
+#: A message whose disposition has failed for this long makes the daemon "not ready".
+STUCK_AFTER_S = 60.0
+
+#: Why a request may not be acted on from the topic it was read on (namespace scope), or None.
+Guard = Callable[[Received, PendingDeleteLedgerInfo], str | None]
+
+
+@dataclass
+class Settled:
+    """One message's end: what was decided and how it left our hands."""
+
+    message: Received
+    request: PendingDeleteLedgerInfo | None
+    action: Action
+    outcome: Outcome
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """What the service plugs in around a disposition."""
+
+    #: before the ack (the audit trail): a crash may repeat a record, never lose one
+    record: Callable[[Settled], None] | None = None
+    #: after the ack
+    on_settled: Callable[[Settled], None] | None = None
+    #: namespace scope: why a request may not be acted on from the topic it was read on (cross-namespace)
+    guard: Guard | None = None
+
+
+class Disposer:
+    """Publishes, records and acks decided messages; keeps those the broker refused for their next try."""
+
+    def __init__(self, publisher: CopyPublisher, metrics: DeletionMetrics, limits: Limits, hooks: Hooks,
+                 settled: SettledRecently, acked: AckTally, clock: Callable[[], float] = time.time) -> None:
+        self.publisher, self.metrics, self.limits, self.hooks = publisher, metrics, limits, hooks
+        self.settled, self.acked, self.clock = settled, acked, clock
+        self.awaiting_next_try: list[Disposal] = []
+
+    def stuck(self) -> str | None:
+        """Why dispositions are failing, if one has kept failing for :data:`STUCK_AFTER_S`."""
+        if not self.awaiting_next_try:
+            return None
+        waited = time.monotonic() - min(d.first_failure for d in self.awaiting_next_try)
+        if waited < STUCK_AFTER_S:
+            return None
+        return (f"{len(self.awaiting_next_try)} message(s) cannot be published to RETRY/DLQ or acked; "
+                f"the oldest for {waited:.0f}s")
+
+    def dispose_all(self, decided: list[Disposal]) -> None:
+        """Publish the batch's copies together, then carry each message on alone."""
+        refused = self._publish_copies(decided)
+        for d in decided:
+            if d not in refused:  # a copy the broker refused already waits for its next try
+                self._dispose(d)
+
+    def try_again(self) -> None:
+        """Dispositions whose backoff has passed get their next try."""
+        now = time.monotonic()
+        due = [d for d in self.awaiting_next_try if d.next_try <= now]
+        if not due:
+            return
+        self.awaiting_next_try = [d for d in self.awaiting_next_try if d.next_try > now]
+        for d in due:
+            self._dispose(d)
+        self.metrics.undisposed.set(len(self.awaiting_next_try))
+
+    def _publish_copies(self, decided: list[Disposal]) -> set[Disposal]:
+        """The batch's RETRY and DLQ copies, pipelined (one round trip per window, not per message).
+        A copy refused by the broker leaves its message waiting for its next try; a copy that cannot
+        be built, or a batch the client fails outright, is left to :meth:`_dispose`, one by one.
+        Returns the messages whose copy the broker refused."""
+        copies: dict[Step, list[tuple[Disposal, Outgoing]]] = {Step.PUBLISH_RETRY_COPY: [], Step.PUBLISH_DLQ_COPY: []}
+        refused: set[Disposal] = set()
+        for d in decided:
+            if d.next in copies:
+                try:
+                    copies[d.next].append((d, self._copy_of(d)))
+                except Exception:  # noqa: BLE001 - _dispose meets the same error and handles it
+                    continue
+        for step, send in ((Step.PUBLISH_RETRY_COPY, self.publisher.send_retries),
+                           (Step.PUBLISH_DLQ_COPY, self.publisher.send_dead_letters)):
+            items = copies[step]
+            if not items:
+                continue
+            try:
+                receipts = send([copy for _, copy in items])
+                if len(receipts) != len(items):
+                    raise BrokerError(f"{len(receipts)} receipts for {len(items)} copies")
+            except Exception:  # noqa: BLE001 - the one-by-one path decides for each message
+                _log.exception("publishing %d copies (%s) failed; publishing them one by one", len(items), step)
+                continue
+            errors = []
+            for (d, _), receipt in zip(items, receipts, strict=True):
+                if isinstance(receipt, BrokerError):
+                    self._try_later(d, str(receipt), quiet=True)
+                    refused.add(d)
+                    errors.append(receipt)
+                else:
+                    self._copy_published(d)
+            if errors:  # one line for the batch: a refusing broker refuses every copy alike
+                _log.warning("could not %s for %d message(s) (%s): will retry", step, len(errors), errors[0])
+        return refused
+
+    def _copy_of(self, d: Disposal) -> Outgoing:
+        action = d.decided
+        if d.next == Step.PUBLISH_RETRY_COPY:
+            return dispose.retry_copy(d.message, action.delay_s, counts=action.counts,
+                                      grace_since_ms=action.grace_since_ms)
+        reason = outward(action).dlq_reason
+        assert reason is not None, "a dead letter's outward form names its reason"
+        return dispose.dead_letter_copy(d.message, reason, action.reason, undecodable=d.undecodable)
+
+    def _copy_published(self, d: Disposal) -> None:
+        """Its copy is receipted: a failed ack later must not publish it twice."""
+        failpoint("retry.after-publish" if d.next == Step.PUBLISH_RETRY_COPY else "dlq.after-publish")
+        d.advance(Event.PUBLISH_COPY)
+        if d.decided.kind == decision.Kind.MAX_RETRIES:
+            self.metrics.max_retry_reached.inc()
+
+    def _dispose(self, d: Disposal) -> None:
+        """Carry ``d`` through its remaining steps; a failure leaves it at its stage for its next try."""
+        while True:
+            try:
+                self._run_steps(d)
+                break
+            except BrokerError as e:
+                self._try_later(d, str(e))
+                return
+            except Exception as e:  # noqa: BLE001 - e.g. a delay the client cannot represent
+                _log.exception("disposing of %s failed", d.message.message_id)
+                why = f"{type(e).__name__}: {e}"
+                if lifecycle.on_unexpected_error(d) != Event.REDECIDE:
+                    self._try_later(d, why)
+                    return
+                # a dead letter is never redecided: at most one more pass
+                d.redecide(decision.could_not_reconsume(d.decided, why))
+        if d.stage == Stage.ACKED:
+            self._settled_here(d)
+
+    def _run_steps(self, d: Disposal) -> None:
+        while (step := d.next) != Step.NOTHING:
+            match step:
+                case Step.PUBLISH_RETRY_COPY:
+                    copy = self._copy_of(d)
+                    self.publisher.send_retry(copy.data, copy.properties, copy.deliver_after_s, copy.source_topic)
+                    self._copy_published(d)
+                case Step.PUBLISH_DLQ_COPY:
+                    copy = self._copy_of(d)
+                    self.publisher.send_dlq(copy.data, copy.properties, copy.source_topic)
+                    self._copy_published(d)
+                case Step.RECORD:
+                    if self.hooks.record is not None:
+                        self.hooks.record(self._settlement(d))
+                    d.advance(Event.RECORD)
+                case Step.ACK:
+                    failpoint("delete.before-ack")
+                    d.consumer.ack(d.message)
+                    d.advance(Event.ACK)
+                    self.acked.record(d.message.topic)
+                case Step.LEAVE_UNACKED:
+                    action = d.decided
+                    _log.info("%s", action.reason if d.request is None else f"{d.request.describe()}: {action.reason}")
+                    d.advance(Event.LEAVE_UNACKED)  # the subscription redelivers it to a real run
+
+    def _settlement(self, d: Disposal) -> Settled:
+        return Settled(d.message, d.request, d.decided, outward(d.decided).outcome)
+
+    def _settled_here(self, d: Disposal) -> None:
+        settled = self._settlement(d)
+        self.settled.add(d.message)
+        self.metrics.acked.labels(outcome=settled.outcome.value).inc()
+        if settled.outcome == Outcome.DELETED and d.request is not None:
+            self.metrics.send_to_delete.observe(max(0.0, self.clock() - d.request.marked_at / 1000))
+        self._log_outcome(d)
+        if self.hooks.on_settled is not None:
+            self.hooks.on_settled(settled)
+
+    def _try_later(self, d: Disposal, why: str, quiet: bool = False) -> None:
+        d.fail(time.monotonic(), self.limits.dispose_backoff_s)
+        self.metrics.dispose_failures.inc()
+        if not quiet:
+            _log.warning("could not dispose of %s (%s): will retry", d.message.message_id, why)
+        self.awaiting_next_try.append(d)
+        self.metrics.undisposed.set(len(self.awaiting_next_try))
+
+    def _log_outcome(self, d: Disposal) -> None:
+        action, out = d.decided, outward(d.decided)
+        what = d.request.describe() if d.request else f"message {d.message.message_id}"
+        fields = {"outcome": out.outcome.value, "reason": action.reason, "messageId": d.message.message_id,
+                  "attempts": dispose.attempts(d.message)}
+        if d.request is not None:
+            fields.update(ledger=d.request.ledger_id, ledgerType=d.request.ledger_type.value,
+                          topic=d.request.topic_name)
+        # "deleted (deleted)" said it twice: the reason only when it adds something
+        detail = "" if action.reason in (out.outcome.value, "deleted", "absent") else f" ({action.reason})"
+        _log.log(out.log_level, "%s: %s%s", what, out.outcome.value, detail, extra=fields)
