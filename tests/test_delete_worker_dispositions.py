@@ -21,9 +21,10 @@ from deletion_service.broker.interface import BrokerError, Consumer, Outgoing, R
 from deletion_service.delete_phase.decision import Action, Policy, Verdict
 from deletion_service.delete_phase.dispose import RECONSUMETIMES
 from deletion_service.delete_phase.facts import BookKeeperFact, DeleteResult, DeleteStatus, Facts, OffloadFact
-from deletion_service.delete_phase.pipeline import DeletePipeline
+from deletion_service.delete_phase.pipeline import DeleteExecutor, DeletePipeline, Gatherer
 from deletion_service.delete_phase.worker import DeletePhaseWorker, Limits
 from deletion_service.metrics import DeletionMetrics
+from deletion_service.model import PendingDeleteLedgerInfo
 from metastore.formats import LedgerMetadata
 
 ML = {"application": b"pulsar", "component": b"managed-ledger", "pulsar/managed-ledger": b"t/ns/persistent/x"}
@@ -114,11 +115,12 @@ class FakePublisher(CopyPublisher):
         return self._send_each("dlq", copies)
 
 
-class ScriptedGatherer:
+class ScriptedGatherer(Gatherer):
     def __init__(self, script: dict[int, Facts | Exception]) -> None:
         self.script = script
 
-    def gather(self, requests, attempts):  # noqa: ANN001, ANN201
+    def gather(self, requests: Sequence[PendingDeleteLedgerInfo], attempts: Sequence[int],
+               grace_since: Sequence[int | None] | None = None) -> list[Facts]:
         out = []
         for r, a in zip(requests, attempts, strict=True):
             f = self.script[r.ledger_id]
@@ -128,14 +130,13 @@ class ScriptedGatherer:
         return out
 
 
-class ScriptedExecutor:
-    dry_run = False
-
+class ScriptedExecutor(DeleteExecutor):
     def __init__(self, results: dict[int, DeleteResult]) -> None:
         self.results = results
         self.ids: list[int] = []
+        self.dry_run = False
 
-    def run(self, actions: list[Action], facts: list[Facts]) -> list[DeleteResult | None]:
+    def run(self, actions: Sequence[Action], facts: Sequence[Facts]) -> list[DeleteResult | None]:
         return [
             self.results[i] if a.verdict in (Verdict.DELETE_BOOKKEEPER, Verdict.DELETE_OFFLOAD) else None
             for i, a in zip(self.ids, actions, strict=True)
@@ -185,7 +186,7 @@ def test_every_message_ends_acked_after_its_publish(broker_fault: str) -> None:
         consumer,
         FakeConsumer([]),
         publisher,
-        DeletePipeline(ScriptedGatherer(script), executor, metrics := DeletionMetrics()),  # type: ignore[arg-type]
+        DeletePipeline(ScriptedGatherer(script), executor, metrics := DeletionMetrics()),
         Policy(reconsume_later_s=0, max_retries=5),
         metrics,
         Limits(batch_size=len(msgs), dispose_backoff_s=0),
@@ -218,7 +219,7 @@ def test_a_crashing_gatherer_reconsumes_the_batch() -> None:
         consumer,
         FakeConsumer([]),
         publisher,
-        DeletePipeline(ScriptedGatherer({1: RuntimeError("bug"), 2: RuntimeError("bug")}),  # type: ignore[arg-type]
+        DeletePipeline(ScriptedGatherer({1: RuntimeError("bug"), 2: RuntimeError("bug")}),
                        ScriptedExecutor({}), metrics := DeletionMetrics()),
         Policy(max_retries=5),
         metrics,

@@ -17,20 +17,40 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Protocol
 
 from deletion_service.delete_phase import decision
 from deletion_service.delete_phase.decision import Action, Kind, Policy
-from deletion_service.delete_phase.execute import DELETES, Executor
+from deletion_service.delete_phase.execute import DELETES
 from deletion_service.delete_phase.facts import DeleteResult, Evidence, Facts
-from deletion_service.delete_phase.gather import FactGatherer
 from deletion_service.metrics import DeletionMetrics
 from deletion_service.model import PendingDeleteLedgerInfo
 
 _log = logging.getLogger(__name__)
 
 
+class Gatherer(Protocol):
+    """What the pipeline needs of gathering (``gather.FactGatherer``; the worker's disposition tests
+    script one, and declaring this makes the checker hold the script to the real signature)."""
+
+    def gather(self, requests: Sequence[PendingDeleteLedgerInfo], attempts: Sequence[int],
+               grace_since: Sequence[int | None] | None = None) -> list[Facts]:
+        """One :class:`Facts` per request, in order; failures recorded as facts, not raised."""
+        ...
+
+
+class DeleteExecutor(Protocol):
+    """What the pipeline needs of deleting (``execute.Executor``)."""
+
+    dry_run: bool
+
+    def run(self, actions: Sequence[Action], facts: Sequence[Facts]) -> list[DeleteResult | None]:
+        """One result per action, in order (``None``: the action deletes nothing)."""
+        ...
+
+
 class DeletePipeline:
-    def __init__(self, gatherer: FactGatherer, executor: Executor, metrics: DeletionMetrics) -> None:
+    def __init__(self, gatherer: Gatherer, executor: DeleteExecutor, metrics: DeletionMetrics) -> None:
         self.gatherer = gatherer
         self.executor = executor
         self.metrics = metrics
