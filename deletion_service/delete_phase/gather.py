@@ -33,7 +33,8 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from enum import StrEnum
+from typing import TypeVar, assert_never
 
 from tenacity import Retrying
 
@@ -85,6 +86,28 @@ from offloaders.registry import OffloaderSettings, offloader_for
 _log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+
+class ReadFailureKind(StrEnum):
+    TRANSIENT = "transient"  # the store did not answer: retry later (``Facts.transient``)
+    UNVERIFIABLE = "unverifiable"  # it answered what cannot be read: never deleted (``Facts.unverifiable``)
+
+
+@dataclass(frozen=True)
+class ReadFailure:
+    """Why one node could not be read, and which fact that makes of its requests."""
+
+    kind: ReadFailureKind
+    detail: str
+
+    def into(self, facts: Facts, context: str) -> Facts:
+        match self.kind:
+            case ReadFailureKind.TRANSIENT:
+                return replace(facts, transient=f"{context}{self.detail}")
+            case ReadFailureKind.UNVERIFIABLE:
+                return replace(facts, unverifiable=f"{context}{self.detail}")
+            case _:
+                assert_never(self.kind)
 
 
 @dataclass
@@ -203,8 +226,7 @@ class FactGatherer:
         for i in idx:
             path = paths[requests[i].ledger_id]
             if path in failed:
-                kind, detail = failed[path]
-                out[i] = replace(out[i], **{kind: f"reading {path}: {detail}"})
+                out[i] = failed[path].into(out[i], f"reading {path}: ")
             else:
                 out[i] = replace(out[i], bookkeeper=_bookkeeper_fact(path, nodes[path]))
 
@@ -327,7 +349,8 @@ class FactGatherer:
         failed.update(list_failed)
         cursor_paths = {path: [f"{path}/{name}" for name in names[path]] for path in listed if path in names}
         cursor_nodes, cursor_failed = self._get_nodes(self.store, [p for ps in cursor_paths.values() for p in ps])
-        transient = next((d for k, d in (*failed.values(), *cursor_failed.values()) if k == "transient"), None)
+        transient = next((f.detail for f in (*failed.values(), *cursor_failed.values())
+                          if f.kind == ReadFailureKind.TRANSIENT), None)
         if transient is not None:
             return {}, transient
         owners: dict[str, _Owner] = {}
@@ -335,13 +358,14 @@ class FactGatherer:
             bad = failed.get(path) or next((cursor_failed[p] for p in cursor_paths.get(path, ())
                                             if p in cursor_failed), None)
             if bad is not None:
-                owners[path] = _Owner(TopicMetadata(path), True, unverifiable=f"metadata at {path}: {bad[1]}")
+                owners[path] = _Owner(TopicMetadata(path), True, unverifiable=f"metadata at {path}: {bad.detail}")
                 continue
             cursors = {p.rsplit("/", 1)[1]: cursor_nodes[p] for p in cursor_paths.get(path, ())}
             owners[path] = _managed_ledger_owner(path, nodes[path], cursors)
         for path in schema_paths:
             if path in failed:
-                owners[path] = _Owner(TopicMetadata(path), True, unverifiable=f"metadata at {path}: {failed[path][1]}")
+                owners[path] = _Owner(TopicMetadata(path), True,
+                                      unverifiable=f"metadata at {path}: {failed[path].detail}")
             else:
                 owners[path] = _schema_owner(path, nodes[path])
         return owners, None
@@ -349,35 +373,34 @@ class FactGatherer:
     # ---- reading nodes, with errors kept per node
 
     def _get_nodes(self, store: MetadataStore, paths: Iterable[str]
-                   ) -> tuple[dict[str, Node | None], dict[str, tuple[str, str]]]:
+                   ) -> tuple[dict[str, Node | None], dict[str, ReadFailure]]:
         """Pipelined reads of ``paths`` (see :meth:`_per_node`)."""
         return self._per_node(store.get_many, store.get, paths)
 
     def _per_node(self, many: Callable[[list[str]], dict[str, T]], one: Callable[[str], T], paths: Iterable[str],
-                  what: str = "") -> tuple[dict[str, T], dict[str, tuple[str, str]]]:
+                  what: str = "") -> tuple[dict[str, T], dict[str, ReadFailure]]:
         """``many`` for all paths at once; on a non-transient failure, ``one`` path by path, so the
         failure stays with its node.
 
-        Returns the answers and, per failed path, ``(kind, detail)`` where kind
-        is a :class:`Facts` field: ``transient`` or ``unverifiable``."""
+        Returns the answers and, per failed path, its :class:`ReadFailure`."""
         paths = list(dict.fromkeys(paths))
         if not paths:
             return {}, {}
         try:
             return self.retry()(many, paths), {}
         except TRANSIENT as e:
-            return {}, dict.fromkeys(paths, ("transient", str(e)))
+            return {}, dict.fromkeys(paths, ReadFailure(ReadFailureKind.TRANSIENT, str(e)))
         except Exception:  # noqa: BLE001 - find the node that caused it
             _log.warning("a batched metadata request failed; asking for %d node(s) one by one", len(paths))
         answers: dict[str, T] = {}
-        failed: dict[str, tuple[str, str]] = {}
+        failed: dict[str, ReadFailure] = {}
         for path in paths:
             try:
                 answers[path] = self.retry()(one, path)
             except TRANSIENT as e:
-                failed[path] = ("transient", str(e))
+                failed[path] = ReadFailure(ReadFailureKind.TRANSIENT, str(e))
             except Exception as e:  # noqa: BLE001 - e.g. a path the store refuses: this node's requests only
-                failed[path] = ("unverifiable", f"{what}{type(e).__name__}: {e}")
+                failed[path] = ReadFailure(ReadFailureKind.UNVERIFIABLE, f"{what}{type(e).__name__}: {e}")
         return answers, failed
 
 def _managed_ledger_owner(path: str, ml: Node | None, cursors: dict[str, Node | None]) -> _Owner:
