@@ -209,3 +209,24 @@ def test_the_readme_layout_table_names_every_directory() -> None:
     unnamed = sorted(str(d) for d in dirs if f"{d}/" not in rows
                      and not any(f"`{d.name}/`" in rows.get(f"{parent}/", "") for parent in d.parents))
     assert unnamed == []
+
+
+def _constructs(path: Path, names: set[str]) -> list[str]:
+    """Where ``path`` calls a constructor in ``names`` (``Action(...)``, ``decision.Action(...)``)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+            if name in names:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} {name}(...)")
+    return found
+
+
+def test_every_verdict_is_chosen_in_the_decision_table() -> None:
+    """``decision.py`` promises that every delete-phase decision lives there: no other module builds an
+    :class:`Action` (the worker once chose cross-namespace → DLQ, lane full → reconsume and a placeholder
+    ``"undecided"`` itself).  They call the table's functions instead."""
+    home = ROOT / "deletion_service" / "delete_phase" / "decision.py"
+    outside = [hit for path in MODULES.values() if path != home for hit in _constructs(path, {"Action"})]
+    assert outside == []
