@@ -4,7 +4,8 @@ A reconsume or a dead letter publishes its copy first and is acked only after
 the broker's receipt, so a crash in between duplicates a request (harmless:
 deletion is idempotent) and never loses one.  Its record (``Hooks.record``, the
 audit trail) is written before its ack, so no crash can ack a message whose
-record is lost.  Each message is disposed of on its own: if the broker refuses
+record is lost.  A batch's records are written together (one append to the
+trail) before any of its messages is acked; then each message is disposed of on its own: if the broker refuses
 its publish or ack, it keeps its stage (a copy is never published twice, a
 record never written twice) and waits in a bounded list for its next try with
 backoff.  It is never dropped.
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from deletion_service.broker.copy_publisher import CopyPublisher
@@ -23,7 +24,7 @@ from deletion_service.delete_phase import decision, dispose, lifecycle
 from deletion_service.delete_phase.ack_tally import AckTally
 from deletion_service.delete_phase.decision import Action
 from deletion_service.delete_phase.intake import Limits
-from deletion_service.delete_phase.lifecycle import Disposal, Event, Stage, Step
+from deletion_service.delete_phase.lifecycle import Disposal, Event, IllegalTransition, Stage, Step
 from deletion_service.delete_phase.outcomes import Outcome, outward
 from deletion_service.delete_phase.settled_recently import SettledRecently
 from deletion_service.failpoints import failpoint
@@ -53,8 +54,9 @@ class Settled:
 class Hooks:
     """What the service plugs in around a disposition."""
 
-    #: before the ack (the audit trail): a crash may repeat a record, never lose one
-    record: Callable[[Settled], None] | None = None
+    #: before the acks (the audit trail), a batch's settlements at once: a crash may repeat a record,
+    #: never lose one
+    record: Callable[[Sequence[Settled]], None] | None = None
     #: after the ack
     on_settled: Callable[[Settled], None] | None = None
     #: namespace scope: why a request may not be acted on from the topic it was read on (cross-namespace)
@@ -81,11 +83,12 @@ class Disposer:
                 f"the oldest for {waited:.0f}s")
 
     def dispose_all(self, decided: list[Disposal]) -> None:
-        """Publish the batch's copies together, then carry each message on alone."""
+        """Publish the batch's copies together, record the batch together, then carry each message on alone."""
         refused = self._publish_copies(decided)
-        for d in decided:
-            if d not in refused:  # a copy the broker refused already waits for its next try
-                self._dispose(d)
+        going_on = [d for d in decided if d not in refused]  # a refused copy already waits for its next try
+        self._record_all([d for d in going_on if d.next == Step.RECORD])
+        for d in going_on:
+            self._dispose(d)
 
     def try_again(self) -> None:
         """Dispositions whose backoff has passed get their next try."""
@@ -135,6 +138,20 @@ class Disposer:
                 _log.warning("could not %s for %d message(s) (%s): will retry", step, len(errors), errors[0])
         return refused
 
+    def _record_all(self, due: list[Disposal]) -> None:
+        """The records of every message whose next step is its record, in one call of the hook.  If the
+        hook fails, nothing is marked recorded: :meth:`_dispose` then records each message on its own."""
+        if not due:
+            return
+        if self.hooks.record is not None:
+            try:
+                self.hooks.record([self._settlement(d) for d in due])
+            except Exception:  # noqa: BLE001 - the one-by-one path meets it again and handles it per message
+                _log.exception("recording %d settlements failed; recording them one by one", len(due))
+                return
+        for d in due:
+            d.advance(Event.RECORD)
+
     def _copy_of(self, d: Disposal) -> Outgoing:
         action = d.decided
         if d.next == Step.PUBLISH_RETRY_COPY:
@@ -153,6 +170,8 @@ class Disposer:
 
     def _dispose(self, d: Disposal) -> None:
         """Carry ``d`` through its remaining steps; a failure leaves it at its stage for its next try."""
+        if d.done:  # a driver bug (it would be counted, audited and reported settled twice): say so loudly
+            raise IllegalTransition(f"{d.message.message_id} is disposed of already ({d.stage})")
         while True:
             try:
                 self._run_steps(d)
@@ -184,7 +203,7 @@ class Disposer:
                     self._copy_published(d)
                 case Step.RECORD:
                     if self.hooks.record is not None:
-                        self.hooks.record(self._settlement(d))
+                        self.hooks.record([self._settlement(d)])
                     d.advance(Event.RECORD)
                 case Step.ACK:
                     failpoint("delete.before-ack")

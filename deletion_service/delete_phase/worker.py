@@ -151,7 +151,10 @@ class DeletePhaseWorker:
                 d.decide(action)
         if in_lane:  # this batch's BookKeeper deletes are done; its offload deletes wait in their lane
             failpoint("delete.between-bookkeeper-and-offload")
-        return self._dispose_all([d for d in batch if d.stage == Stage.DECIDED])
+        # What went to the lane is the lane's from now on, even once its thread has decided it (it comes
+        # back through ``finished``): reading its stage here raced the lane and settled it twice.
+        lane_owns = set(in_lane)
+        return self._dispose_all([d for d in batch if d not in lane_owns])
 
     def _admit(self, d: Disposal) -> bool:
         """Decode a message not decoded yet and check it may be acted on here; True if that decided it
