@@ -85,29 +85,29 @@ class World:
         return S3Bucket(self.s3.endpoint, BUCKET)
 
 
-def request_for(lid: int, ctx: dict | None, marked_at_ms: int) -> PendingDeleteLedgerInfo:
+def request_for(lid: int, ctx: dict | None, marked_at_ms: int, topics: int = TOPICS) -> PendingDeleteLedgerInfo:
     return PendingDeleteLedgerInfo.model_validate({
-        "topicName": topic_name(lid % TOPICS), "ledgerComponent": "MANAGED_LEDGER",
+        "topicName": topic_name(lid % topics), "ledgerComponent": "MANAGED_LEDGER",
         "ledgerType": "OFFLOAD_LEDGER" if ctx else "LEDGER", "ledgerId": lid,
         "offloadContext": ctx, "markedAt": marked_at_ms, "reason": "trim"})
 
 
-def prepare(world: World, chroot: str, ledgers: int, offloaded_every: int) -> tuple[list[str], list[
-        PendingDeleteLedgerInfo]]:
+def prepare(world: World, chroot: str, ledgers: int, offloaded_every: int, topics: int = TOPICS
+            ) -> tuple[list[str], list[PendingDeleteLedgerInfo]]:
     """Seed ZooKeeper and S3; the requests, LEDGER and OFFLOAD_LEDGER interleaved per ledger."""
     ids = list(range(1, ledgers + 1))
-    paths = seed_ledgers(world.zk.hosts, chroot, ids, lambda lid: topic_name(lid % TOPICS))
+    paths = seed_ledgers(world.zk.hosts, chroot, ids, lambda lid: topic_name(lid % topics))
     # Every topic lists one ledger nobody asks about: the requested ones are unreferenced.
-    seed_managed_ledgers(world.zk.hosts, chroot, [topic_name(i) for i in range(TOPICS)], lambda t: [ledgers + 1])
+    seed_managed_ledgers(world.zk.hosts, chroot, [topic_name(i) for i in range(topics)], lambda t: [ledgers + 1])
     bucket = world.bucket
     offloaded = [lid for lid in ids if offloaded_every and lid % offloaded_every == 0]
     seed_offloaded(bucket, offloaded)
     marked = int(time.time() * 1000) - 3_600_000  # past the in-use grace: none is referenced anyway
     requests, offloaded_ids = [], set(offloaded)
     for lid in ids:
-        requests.append(request_for(lid, None, marked))
+        requests.append(request_for(lid, None, marked, topics))
         if lid in offloaded_ids:
-            requests.append(request_for(lid, bucket.offload_context(lid, lid), marked))
+            requests.append(request_for(lid, bucket.offload_context(lid, lid), marked, topics))
     return paths, requests
 
 
@@ -176,9 +176,15 @@ def write_config(world: World, path: Path) -> Path:
     return path
 
 
-def start_daemon(world: World, chroot: str, config: Path, exit_when_idle: bool) -> subprocess.Popen:
+def start_daemon(world: World, chroot: str, config: Path, exit_when_idle: bool, audit: bool = True,
+                 profile: Path | None = None) -> subprocess.Popen:
+    """``ledger-deletion run`` as its own process; ``audit`` False runs it through
+    :mod:`bench.daemon_without_audit` (the same daemon, no trail), ``profile`` samples it with py-spy."""
     port = free_port()
-    args = [sys.executable, "-m", "deletion_service.cli.main", "run", "--data-dir", str(world.data_dir),
+    entry = "deletion_service.cli.main" if audit else "bench.daemon_without_audit"
+    spy = [str(Path(sys.executable).parent / "py-spy"), "record", "-r", "200", "-f", "raw", "--threads",
+           "-o", str(profile), "--"] if profile is not None else []
+    args = [*spy, sys.executable, "-m", entry, "run", "--data-dir", str(world.data_dir),
             "--metadata-store", f"{world.zk.url}{chroot}", "--config", str(config),
             "--admin-address", f"127.0.0.1:{port}"]
     if exit_when_idle:
@@ -212,11 +218,13 @@ def publisher(world: World) -> tuple[RequestPublisher, PulsarBrokerClient]:
     return pub, client
 
 
-def run_e2e(world: World, ledgers: int, offloaded_every: int, rate: float | None = None) -> E2EResult:
-    """One run on a fresh chroot: ``rate`` None drains a queue, else requests are paced."""
+def run_e2e(world: World, ledgers: int, offloaded_every: int, rate: float | None = None, *, topics: int = TOPICS,
+            audit: bool = True, profile: Path | None = None) -> E2EResult:
+    """One run on a fresh chroot: ``rate`` None drains a queue, else requests are paced.  ``topics``:
+    how many topics the ledgers are spread over; ``audit``/``profile``: see :func:`start_daemon`."""
     chroot = fresh_chroot()
     _say(f"seeding {ledgers} ledgers ({'drain' if rate is None else f'paced {rate:g}/s'})")
-    paths, requests = prepare(world, chroot, ledgers, offloaded_every)
+    paths, requests = prepare(world, chroot, ledgers, offloaded_every, topics)
     _say(f"{len(requests)} requests")
     config = write_config(world, world.data_dir / "bench.toml")
     watcher = Watcher(world.zk.hosts, chroot, paths)
@@ -230,7 +238,7 @@ def run_e2e(world: World, ledgers: int, offloaded_every: int, rate: float | None
         finally:
             pub.close()
             client.close()
-        proc = start_daemon(world, chroot, config, exit_when_idle=True)
+        proc = start_daemon(world, chroot, config, exit_when_idle=True, audit=audit, profile=profile)
         watcher.start()
     else:
         proc = start_daemon(world, chroot, config, exit_when_idle=False)
