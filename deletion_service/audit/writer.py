@@ -1,6 +1,10 @@
-"""Append records to the trail: one at a time, chained, under a file lock, rotated by size.
+"""Append records to the trail: a batch at a time, chained, under a file lock, rotated by size.
 
-The order of an append is the point:
+A batch is the records of the messages one pass of the worker settles: each has its
+own line, ``seq`` and ``prev`` exactly as if appended alone, but the batch takes the
+lock, reads where the chain ends and writes each file once (a profile of the daemon
+found the per-record lock, directory listing, ``stat`` and ``open``/``write``/``close``
+were a third of the delete-phase thread's time).  The order of an append is the point:
 
 1. take the trail's file lock (``fcntl.flock`` on ``audit/anchor``): a data dir shared
    by mistake between two daemons (possible against a cluster, where no daemon.lock
@@ -12,8 +16,9 @@ The order of an append is the point:
 3. pick the file: the newest, or the next number when this record would take it past
    ``ledgerDeletionAuditFileMaxBytes`` (or when it ends inside a line: a crash cut a
    write short, and the damage is left where it is for ``audit verify`` to name);
-4. append the line (one ``O_APPEND`` write), release the lock, then hand the line to
-   the optional topic copy (``publish.py``), which can never hold up or fail an append;
+4. append the lines (one ``O_APPEND`` write per file the batch touches), release the
+   lock, then hand each line to the optional topic copy (``publish.py``), which can
+   never hold up or fail an append;
 5. group commit: a flusher thread fsyncs the newest file at most ``sync_interval_s``
    after an append (a file being left for the next one is fsynced at once), and only
    then rewrites the anchor (``trail.py``) — so the anchor names only durable records,
@@ -22,10 +27,15 @@ The order of an append is the point:
 Why a group commit: the daemon settles thousands of requests a second, and an fsync
 (plus the anchor's) per record cost ~3 ms here, a tenfold slowdown.  A killed process
 loses nothing (its writes are in the page cache); a machine that loses power loses at
-most the last ``sync_interval_s`` of records; ``close()`` syncs at once.
+most the last ``sync_interval_s`` of records; ``close()`` syncs at once.  Writing a
+batch in one ``write`` changes none of that: the worker acks none of the batch's
+messages before the whole batch is written, a crash before the write leaves them all
+unacked (redelivered, recorded again: a record may repeat, never be lost), and a write
+cut short by a power loss ends inside a line, which the next append and ``verify``
+already handle.
 
 A record that cannot be written (disk full, permissions) is logged at ERROR with
-its whole content, and the request it describes stays settled: the delete already
+its whole content (each record of a batch not written), and the request it describes stays settled: the delete already
 happened, and refusing to record it would not undo that.
 
 A writer never repairs the evidence of damage.  Reading the chain's end from disk, it
@@ -43,7 +53,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -95,9 +105,10 @@ class AuditWriter:
 
     # ---- the hooks
 
-    def on_settled(self, settled: Settled) -> None:
-        """The worker's hook: one record per settled message, undecodable ones included."""
-        self.write(Entry.of(settled.request, settled.action, settled.outcome, settled.message))
+    def on_settled(self, settled: Sequence[Settled]) -> None:
+        """The worker's hook (``Hooks.record``): one record per message of a batch it settles,
+        undecodable ones included, appended together before any of them is acked."""
+        self.write_all([Entry.of(s.request, s.action, s.outcome, s.message) for s in settled])
 
     def on_sync(self, request: PendingDeleteLedgerInfo, action: Action) -> None:
         """The admin API's synchronous delete: recorded when it settled the request for good
@@ -109,21 +120,37 @@ class AuditWriter:
     # ---- appending
 
     def write(self, entry: Entry) -> dict[str, Any] | None:
-        """Append one record; the record written, or None when it could not be (logged at ERROR).
-        Never raises: it runs inside the worker's disposal, after the storage delete and before
-        the ack (a crash in between repeats the record when the message is redelivered; none is lost)."""
+        """Append one record; the record written, or None when it could not be (see :meth:`write_all`)."""
+        return self.write_all([entry])[0]
+
+    def write_all(self, entries: Sequence[Entry]) -> list[dict[str, Any] | None]:
+        """Append the records in order; each record written, or None where it could not be (logged
+        at ERROR, whole).  Never raises: it runs inside the worker's disposal, after the storage
+        deletes and before the acks (a crash in between repeats the records when the messages are
+        redelivered; none is lost)."""
+        written: list[tuple[dict[str, Any], str]] = []
         try:
-            written, text = self.append(entry)
+            self.append_all(entries, written)
         except Exception as e:  # noqa: BLE001 - a lost record is logged whole; the consumer goes on
-            _log.error("audit record NOT written to %s (%s): %s", self.directory, e,
-                       record.line(record.build(entry, 0, int(self.clock() * 1000), self.daemon, "?")))
-            return None
+            for entry in entries[len(written):]:
+                _log.error("audit record NOT written to %s (%s): %s", self.directory, e,
+                           record.line(record.build(entry, 0, int(self.clock() * 1000), self.daemon, "?")))
         if self.publish is not None:
-            self.publish(text)
-        return written
+            for _, text in written:
+                self.publish(text)
+        return [rec for rec, _ in written] + [None] * (len(entries) - len(written))
 
     def append(self, entry: Entry) -> tuple[dict[str, Any], str]:
-        """Append one record under the locks (see the module docstring for the order); raises OSError."""
+        """Append one record under the locks; raises OSError."""
+        written: list[tuple[dict[str, Any], str]] = []
+        self.append_all([entry], written)
+        return written[0]
+
+    def append_all(self, entries: Sequence[Entry], written: list[tuple[dict[str, Any], str]]) -> None:
+        """Append the records under the locks (see the module docstring for the order), adding each
+        record and its line to ``written`` once its file's write has returned; raises OSError."""
+        if not entries:
+            return
         with self._lock:
             if self._known is None:
                 self.directory.mkdir(parents=True, exist_ok=True)
@@ -132,25 +159,46 @@ class AuditWriter:
                 if seq == 0 and self.anchor_damage is None and \
                         trail.anchor_file(self.directory) != trail.AnchorFile.WRITTEN:
                     trail.write_anchor(self.directory, trail.GENESIS, durable=True)  # before the first record
-                written = record.build(entry, seq + 1, int(self.clock() * 1000), self.daemon, prev)
-                text = record.line(written)
-                data = (text + "\n").encode()
-                if fresh or n == 0 or (size > 0 and size + len(data) > self.max_bytes):
-                    n, size = n + 1, 0
-                path = trail.file_path(self.directory, n)
-                if self._unsynced is not None and self._unsynced[0] != path:
-                    self._sync(*self._unsynced)  # the file being left: durable before the next one starts
-                ino = _append(path, data)
-                if size == 0:
-                    trail.fsync_dir(self.directory)  # a new file: its name must survive a crash too
-                digest = record.digest(text)
-                self._known = (n, ino, size + len(data), seq + 1, digest)
-                self._unsynced = (path, trail.Anchor(seq + 1, n, digest))
+                at_ms = int(self.clock() * 1000)
+                run: list[tuple[dict[str, Any], str]] = []  # records for file n, not written yet
+                run_bytes: list[bytes] = []
+                run_start = size
+                for entry in entries:
+                    rec = record.build(entry, seq + 1, at_ms, self.daemon, prev)
+                    text = record.line(rec)
+                    data = (text + "\n").encode()
+                    if fresh or n == 0 or (size > 0 and size + len(data) > self.max_bytes):
+                        self._write_run(n, run_start, run, run_bytes, written)
+                        n, size, fresh = n + 1, 0, False
+                        run, run_bytes, run_start = [], [], 0
+                    run.append((rec, text))
+                    run_bytes.append(data)
+                    size += len(data)
+                    seq, prev = seq + 1, record.digest(text)
+                self._write_run(n, run_start, run, run_bytes, written)
             if self.sync_interval_s <= 0:
                 self.flush()
             else:
                 self._start_flusher()
-        return written, text
+
+    def _write_run(self, n: int, start_size: int, run: list[tuple[dict[str, Any], str]], run_bytes: list[bytes],
+                   written: list[tuple[dict[str, Any], str]]) -> None:
+        """Write a run of records to file ``n`` (which held ``start_size`` bytes) in one append; the
+        file left before it is made durable first, a new file's name right after."""
+        if not run:
+            return
+        path = trail.file_path(self.directory, n)
+        if self._unsynced is not None and self._unsynced[0] != path:
+            self._sync(*self._unsynced)  # the file being left: durable before the next one starts
+        data = b"".join(run_bytes)
+        ino = _append(path, data)
+        if start_size == 0:
+            trail.fsync_dir(self.directory)  # a new file: its name must survive a crash too
+        seq = int(run[-1][0]["seq"])
+        digest = record.digest(run[-1][1])
+        self._known = (n, ino, start_size + len(data), seq, digest)
+        self._unsynced = (path, trail.Anchor(seq, n, digest))
+        written.extend(run)
 
     def flush(self) -> None:
         """fsync the newest record appended, then let the anchor name it."""

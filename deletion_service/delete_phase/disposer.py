@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -71,6 +72,8 @@ class Disposer:
         self.publisher, self.metrics, self.limits, self.hooks = publisher, metrics, limits, hooks
         self.settled, self.acked, self.clock = settled, acked, clock
         self.awaiting_next_try: list[Disposal] = []
+        #: settled in the current call, by outcome: the ``acked`` metric counts them once per call
+        self._acked: Counter[Outcome] = Counter()
 
     def stuck(self) -> str | None:
         """Why dispositions are failing, if one has kept failing for :data:`STUCK_AFTER_S`."""
@@ -87,8 +90,11 @@ class Disposer:
         refused = self._publish_copies(decided)
         going_on = [d for d in decided if d not in refused]  # a refused copy already waits for its next try
         self._record_all([d for d in going_on if d.next == Step.RECORD])
-        for d in going_on:
-            self._dispose(d)
+        try:
+            for d in going_on:
+                self._dispose(d)
+        finally:
+            self._count_acked()
 
     def try_again(self) -> None:
         """Dispositions whose backoff has passed get their next try."""
@@ -97,8 +103,11 @@ class Disposer:
         if not due:
             return
         self.awaiting_next_try = [d for d in self.awaiting_next_try if d.next_try > now]
-        for d in due:
-            self._dispose(d)
+        try:
+            for d in due:
+                self._dispose(d)
+        finally:
+            self._count_acked()
         self.metrics.undisposed.set(len(self.awaiting_next_try))
 
     def _publish_copies(self, decided: list[Disposal]) -> set[Disposal]:
@@ -221,12 +230,16 @@ class Disposer:
     def _settled_here(self, d: Disposal) -> None:
         settled = self._settlement(d)
         self.settled.add(d.message)
-        self.metrics.acked.labels(outcome=settled.outcome.value).inc()
+        self._acked[settled.outcome] += 1
         if settled.outcome == Outcome.DELETED and d.request is not None:
             self.metrics.send_to_delete.observe(max(0.0, self.clock() - d.request.marked_at / 1000))
         self._log_outcome(d)
         if self.hooks.on_settled is not None:
             self.hooks.on_settled(settled)
+
+    def _count_acked(self) -> None:
+        self.metrics.count_acked(self._acked)
+        self._acked.clear()
 
     def _try_later(self, d: Disposal, why: str, quiet: bool = False) -> None:
         d.fail(time.monotonic(), self.limits.dispose_backoff_s)
