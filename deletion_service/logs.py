@@ -3,6 +3,16 @@
 Structured fields: a record logged with ``extra={"ledger": …, "topic": …, "outcome": …,
 "reason": …}`` carries them as JSON keys of their own, so a pipeline filters on
 ``outcome == "dlq"`` instead of parsing prose out of ``msg``.
+
+One line per settled request at INFO is the operator's view of the delete phase, and
+each line used to be its own ``write`` to stderr: a profile of the daemon draining
+requests found that write a sixth of the delete-phase thread's time.  So the thread
+that settles a batch collects its INFO lines and writes them at once when the batch
+ends (:func:`one_write_per_batch`); a WARNING or worse is written at once, after the
+thread's lines before it, so the order of a thread's lines is kept.  What a batch
+logged is written before the worker takes its next batch, and on any exit through
+Python; only a process killed outright (SIGKILL) in the middle of a batch loses that
+batch's INFO lines, which the audit trail records anyway.
 """
 
 from __future__ import annotations
@@ -10,8 +20,12 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import threading
 import time
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TextIO
 
 NOISY = ("kazoo", "pulsar", "pulsar-client", "botocore", "urllib3", "uvicorn.access")
 
@@ -53,8 +67,71 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out)
 
 
+class BatchedStreamHandler(logging.StreamHandler):
+    """A stream handler that, inside :meth:`batch` on the calling thread, keeps INFO and DEBUG lines
+    until the batch ends and writes them in one call (other threads, and WARNING or worse, at once)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__(stream)
+        self._local = threading.local()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        pending: list[str] | None = getattr(self._local, "pending", None)
+        if pending is None or record.levelno >= logging.WARNING:
+            if pending:
+                self._write(pending)  # this thread's earlier lines first
+            super().emit(record)
+            return
+        try:
+            pending.append(self.format(record) + self.terminator)
+        except RecursionError:
+            raise
+        except Exception:  # noqa: BLE001 - as StreamHandler.emit: a bad record never raises into the caller
+            self.handleError(record)
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        if getattr(self._local, "pending", None) is not None:  # nested: the outer batch writes
+            yield
+            return
+        self._local.pending = []
+        try:
+            yield
+        finally:
+            pending, self._local.pending = self._local.pending, None
+            if pending:
+                self._write(pending)
+
+    def _write(self, pending: list[str]) -> None:
+        text = "".join(pending)
+        pending.clear()
+        self.acquire()
+        try:
+            self.stream.write(text)
+            self.flush()
+        except Exception:  # noqa: BLE001 - as StreamHandler.emit: a closed stream never raises into the caller
+            sys.stderr.write("--- Logging error: could not write a batch of log lines ---\n")
+        finally:
+            self.release()
+
+
+_handler: BatchedStreamHandler | None = None
+
+
+@contextmanager
+def one_write_per_batch() -> Iterator[None]:
+    """The INFO lines this thread logs inside are written together when it ends (see the module
+    docstring); without :func:`configure` (a library caller), lines go as its own handlers send them."""
+    if _handler is None:
+        yield
+        return
+    with _handler.batch():
+        yield
+
+
 def configure(level: int = logging.INFO, fmt: str = "text", quiet_libraries: bool = True) -> None:
-    handler = logging.StreamHandler(sys.stderr)
+    global _handler
+    handler = _handler = BatchedStreamHandler(sys.stderr)
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:

@@ -6,6 +6,8 @@ one process) never share counters by accident.
 
 from __future__ import annotations
 
+from collections import Counter as Tally
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -94,6 +96,21 @@ class DeletionMetrics:
             self.deleted.labels(type=ledger_type).inc()
         elif status not in (DeleteStatus.ABSENT, DeleteStatus.DRY_RUN):
             self.failed.labels(type=ledger_type).inc()
+
+    def count_deletes(self, results: Tally[tuple[str, DeleteStatus]]) -> None:
+        """A batch's delete results, ``(ledger type, status) → how many``, as :meth:`count_delete`
+        counts each: one increment per label set, not per request (a per-request label lookup and
+        locked increment was ~5% of the delete-phase thread in a profile)."""
+        for (ledger_type, status), n in results.items():
+            if status == DeleteStatus.DELETED:
+                self.deleted.labels(type=ledger_type).inc(n)
+            elif status not in (DeleteStatus.ABSENT, DeleteStatus.DRY_RUN):
+                self.failed.labels(type=ledger_type).inc(n)
+
+    def count_acked(self, outcomes: Tally[Outcome]) -> None:
+        """A batch's settled messages, ``outcome → how many``: one increment per outcome."""
+        for outcome, n in outcomes.items():
+            self.acked.labels(outcome=outcome.value).inc(n)
 
     def value(self, name: str, labels: dict[str, str] | None = None) -> float:
         """A sample's current value (0 when never set): for tests and the demo's summary."""

@@ -15,6 +15,7 @@ message.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Protocol
@@ -22,7 +23,7 @@ from typing import Protocol
 from deletion_service.delete_phase import decision
 from deletion_service.delete_phase.decision import Action, Kind, Policy
 from deletion_service.delete_phase.execute import DELETES
-from deletion_service.delete_phase.facts import DeleteResult, Evidence, Facts
+from deletion_service.delete_phase.facts import DeleteResult, DeleteStatus, Evidence, Facts
 from deletion_service.metrics import DeletionMetrics
 from deletion_service.model import PendingDeleteLedgerInfo
 
@@ -73,12 +74,14 @@ class DeletePipeline:
                             evidence=Evidence.of(f, None))
                     for a, f, t in zip(actions, facts, attempts, strict=True)]
         settled = []
+        counted: Counter[tuple[str, DeleteStatus]] = Counter()
         for request, action, result, f, tries in zip(requests, actions, results, facts, attempts, strict=True):
             if result is not None:
-                self.metrics.count_delete(request.ledger_type.value, result.status)
+                counted[(request.ledger_type.value, result.status)] += 1
                 action = decision.settle_delete(action, result, tries, policy)
             # What was verified and deleted rides along with the verdict, for the audit trail.
             settled.append(replace(action, evidence=Evidence.of(f, result)))
+        self.metrics.count_deletes(counted)
         return settled
 
     def _gather(self, requests: Sequence[PendingDeleteLedgerInfo], attempts: Sequence[int],

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from deletion_service import logs
 from deletion_service.broker.copy_publisher import CopyPublisher
 from deletion_service.broker.interface import Consumer
 from deletion_service.delete_phase import decision, dispose, lifecycle
@@ -110,7 +111,8 @@ class DeletePhaseWorker:
         with self._lock:
             if self.stopping.is_set():
                 return 0
-            self.disposer.try_again()
+            with logs.one_write_per_batch():
+                self.disposer.try_again()
             if not self.breakers.ready():
                 time.sleep(min(wait_s, 0.2))  # a dependency is down: take nothing, spend no retry
                 return 0
@@ -120,13 +122,15 @@ class DeletePhaseWorker:
             if room <= 0:
                 time.sleep(min(wait_s, 0.2))  # full: take nothing new until the broker takes these
                 return 0
-            settled = self._settle_offloads()
+            with logs.one_write_per_batch():  # a batch's INFO lines in one write (see logs.py)
+                settled = self._settle_offloads()
             batch = self._resume_paused() or self.intake.collect(wait_s, room)
             if not batch:
                 return settled
             self.busy = True
             try:
-                return self._process(batch)
+                with logs.one_write_per_batch():
+                    return self._process(batch)
             finally:
                 self.busy = False
 
