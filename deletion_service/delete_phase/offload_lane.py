@@ -175,8 +175,13 @@ class OffloadLane:
             return True
 
     def _release_held(self) -> None:
-        """Held requests whose target answers again run now; those held past ``hold_s`` are parked."""
+        """Held requests whose target answers again run now; those held past ``hold_s`` are parked.
+
+        Wakes the lane's threads only when it released something: waking them on every pass made
+        the two threads wake each other all the time (each pass of one is a notify to the other),
+        which took the GIL from the worker with no offload request in sight."""
         with self._cond:
+            released = False
             for key in list(self._held):
                 opened_for = self.breakers.opened_for_s(key)
                 if opened_for is not None and opened_for < self.hold_s:
@@ -191,7 +196,9 @@ class OffloadLane:
                     for p, action in items:
                         p.decide(action)
                         self._outbox.append(p)
-            self._cond.notify_all()
+                released = True
+            if released:
+                self._cond.notify_all()
 
 
 def _request(p: Disposal) -> PendingDeleteLedgerInfo:
