@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from deletion_service.cluster_writer import pulsar_custom_metadata
+from deletion_service.delete_phase.breaker import TargetBreakers
 from metastore import open_store
 from offloaders.allow_list import AllowList
 from offloaders.registry import OffloaderSettings
@@ -35,6 +36,9 @@ def world(request: pytest.FixtureRequest, zk_url: str, zookeeper: ZooKeeperServe
     # Short S3 timeouts so a hanging server costs a second, not a minute.
     w.service.offload = OffloaderSettings(AllowList.of(), s3_connect_timeout=0.5, s3_read_timeout=0.8)
     w.service.gatherer.offload = w.service.executor.offload = w.service.offload
+    # Probes of a target that keeps failing back off to 2 s, not 60: a fault the proxy injects ten times
+    # over is then outlasted in seconds (63 s before); held, probed and recovered exactly as in production.
+    w.service.gatherer.target_breakers = TargetBreakers(max_probe_every_s=2.0)
     yield w
     w.service.close()
     w.service.broker.close()

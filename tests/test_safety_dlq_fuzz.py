@@ -12,6 +12,7 @@ daemon (``run``), and the real CLI must list every one of them (hidden parked 0)
 from __future__ import annotations
 
 import json
+import os
 import random
 import secrets
 from collections import Counter
@@ -35,6 +36,9 @@ from tests.test_consumer_fuzz import hostile as hostile_requests
 from tests.test_consumer_fuzz import json_values
 from tests.test_safety_dlq_findings import CLUSTER, MARKER, Deployment, _deployment
 
+#: Hypothesis examples per property: 300 in the suite (the same properties, fewer draws);
+#: ``scripts/soak_long.sh`` runs 1500 (``DLQ_FUZZ_EXAMPLES``).
+EXAMPLES = int(os.environ.get("DLQ_FUZZ_EXAMPLES") or 300)
 TRIED: Counter = Counter()
 NS = namespace_topics("t/ns", DeletionTopics.from_config(DeletionConfig()))
 TOPICS = [*CLUSTER.partition_topics, CLUSTER.retry, CLUSTER.dlq, NS.base, NS.retry, NS.dlq, "persistent://x/y/z",
@@ -63,7 +67,7 @@ def received(draw: st.DrawFn, topic: str | None = None) -> Received:
                     draw(message_ids), draw(st.integers(min_value=0, max_value=2**62)))
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(received())
 def test_a_listing_reads_any_message(message: Received) -> None:
     TRIED["listing"] += 1
@@ -73,7 +77,7 @@ def test_a_listing_reads_any_message(message: Received) -> None:
     assert (e.request is None) == (e.payload_base64 is not None or len(message.data) > dispose.MAX_DLQ_BODY)
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(received(CLUSTER.dlq), max_size=6), st.integers(min_value=0, max_value=3), st.data())
 def test_only_a_signed_marker_hides_anything(hostile: list[Received], genuine_count: int, data: st.DataObject) -> None:
     TRIED["sorting"] += len(hostile) + 1
@@ -103,7 +107,7 @@ def test_only_a_signed_marker_hides_anything(hostile: list[Received], genuine_co
         "a marker copied into another DLQ settles nothing there"
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(received(), st.booleans(), st.floats(min_value=0, max_value=1e6))
 def test_copies_carry_no_claim_about_us(message: Received, undecodable: bool, delay_s: float) -> None:
     TRIED["copies"] += 1

@@ -1,9 +1,10 @@
-"""The bounded kill soak CI runs (issue 17): about 30 SIGKILLs of the real CLI processes.
+"""The bounded kill soak CI runs (issue 17): 15 SIGKILLs of the real CLI processes.
 
-Every failpoint comes up twice and a third of the kills land at random moments (daemon, a
+Every failpoint comes up once and a third of the kills land at random moments (daemon, a
 running trim, the embedded broker), on real ZooKeeper, the embedded broker and moto_server.
-The judge reads the stores itself (``tests/soak_support.py``).  ``scripts/soak.py --kills
-1000`` is the long run of the same engine.  ``SOAK_SEED`` replays a run's choices; the seed
+The judge reads the stores itself (``tests/soak_support.py``).  ``scripts/soak_long.sh``
+runs it with 30 (every failpoint twice) and ``scripts/soak.py --kills 1000`` is the long run of
+the same engine.  ``SOAK_KILLS`` sets the count; ``SOAK_SEED`` replays a run's choices; the seed
 is printed either way.
 """
 
@@ -18,7 +19,7 @@ from deletion_service.embedded.broker import EmbeddedBroker, pids_serving, stop_
 from deletion_service.failpoints import POINTS
 from tests.soak_support_run import run_soak
 
-KILLS = int(os.environ.get("SOAK_KILLS") or 30)
+KILLS = int(os.environ.get("SOAK_KILLS") or 15)  # plan(15): each of the 10 failpoints once, 5 random kills
 SEED = int(os.environ.get("SOAK_SEED") or random.SystemRandom().randrange(2**31))
 
 
