@@ -25,7 +25,7 @@ py=.venv/bin/python
 $py -m pip install -q --disable-pip-version-check -e '.[test]'
 $py -m ruff check .
 # the type checker (configured in pyproject.toml) resolves imports through this interpreter
-.venv/bin/basedpyright --pythonpath "$PWD/.venv/bin/python"
+.venv/bin/basedpyright --project pyproject.toml --pythonpath "$PWD/.venv/bin/python"  # this project's config, never a stray one above it
 
 set +e
 $py -m pytest -p no:cacheprovider "$@"

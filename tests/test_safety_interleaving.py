@@ -1131,7 +1131,7 @@ def test_randomized_interleavings_never_delete_a_referenced_ledger_nor_leak(
     c.publisher.prepare(*c.topics.partition_topics, c.topics.retry)
     c.daemon.start()
     assert c.daemon.worker is not None
-    c.daemon.worker.on_settled = lambda s: c.settled.append((s, time.time()))
+    c.daemon.worker.hooks.on_settled = lambda s: c.settled.append((s, time.time()))
 
     stop, stats = threading.Event(), Counter()
     watcher = threading.Thread(target=observer, args=(c, stop, stats), name="observer", daemon=True)
@@ -1280,7 +1280,7 @@ def test_trim_racing_the_daemon_leaks_without_the_grace_and_the_checker_says_so(
     c.publisher.prepare(*c.topics.partition_topics)
     c.daemon.start()
     assert c.daemon.worker is not None
-    c.daemon.worker.on_settled = lambda s: c.settled.append((s, time.time()))
+    c.daemon.worker.hooks.on_settled = lambda s: c.settled.append((s, time.time()))
 
     def seen(payload: bytes, terminal: bool) -> bool:
         return any(s.message.data == payload and (not terminal or s.outcome.value != "reconsumed")

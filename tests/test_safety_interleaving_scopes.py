@@ -615,7 +615,7 @@ def test_cross_namespace_requeues_and_shared_segments_interleaved(
         w.settled.append(s)
         settle_tenancy(w, s)
 
-    w.daemon.worker.on_settled = on_settled
+    w.daemon.worker.hooks.on_settled = on_settled
     stop, ops_stop, stats = threading.Event(), threading.Event(), Counter()
     watcher = threading.Thread(target=observer, args=(w, stop, stats), daemon=True)
     watcher.start()

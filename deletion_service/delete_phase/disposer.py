@@ -51,9 +51,10 @@ class Settled:
     outcome: Outcome
 
 
-@dataclass(frozen=True)
+@dataclass
 class Hooks:
-    """What the service plugs in around a disposition."""
+    """What the service plugs in around a disposition: one object the worker and its disposer share,
+    so a hook set on ``worker.hooks`` after start (a test's observer) is the one that runs."""
 
     #: before the acks (the audit trail), a batch's settlements at once: a crash may repeat a record,
     #: never lose one
