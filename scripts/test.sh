@@ -28,7 +28,9 @@ $py -m ruff check .
 .venv/bin/basedpyright --project pyproject.toml --pythonpath "$PWD/.venv/bin/python"  # this project's config, never a stray one above it
 
 set +e
-$py -m pytest -p no:cacheprovider "$@"
+# Two processes, each with its own session servers (ZooKeeper, pulsar-lite, moto_server) and a chroot
+# or namespace per test as before; `-n 0` as an argument runs in one process.
+$py -m pytest -p no:cacheprovider -n 2 "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

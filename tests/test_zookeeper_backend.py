@@ -27,7 +27,7 @@ from metastore.zookeeper_multiread import (
     reply_bytes,
 )
 from metastore.zookeeper_store import ZooKeeperMetadataStore
-from tests.harness import ZooKeeperServer, free_port
+from tests.harness import ZooKeeperServer, free_port, wait_until
 
 
 def test_chroot_is_created_and_isolates(zookeeper: ZooKeeperServer, zk_url: str) -> None:
@@ -85,15 +85,19 @@ def test_server_loss_is_transient_and_recovers(tmp_path: Path) -> None:
         with pytest.raises(MetadataStoreUnavailable):
             store.put("/x", b"2", 0)
         server.start()  # same port, same data dir
-        for _ in range(100):
+
+        read: list[bytes | None] = []
+
+        def read_back() -> bool:
             try:
                 node = store.get("/x")
-                break
             except MetadataStoreUnavailable:
-                import time
+                return False  # not reconnected yet
+            read.append(node.data if node is not None else None)
+            return True
 
-                time.sleep(0.1)
-        assert node is not None and node.data == b"1"  # the failed write was not applied
+        wait_until(read_back, 60, "the store reconnects to the restarted server", interval=0.1)
+        assert read == [b"1"]  # the failed write was not applied
         store.put("/x", b"2", 0)
         store.close()
     finally:
