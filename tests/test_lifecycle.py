@@ -152,6 +152,8 @@ def test_a_paused_request_is_decided_again_from_scratch() -> None:
 def test_nothing_decided_has_no_action_to_read() -> None:
     with pytest.raises(IllegalTransition):
         _ = disposal().decided
+    with pytest.raises(IllegalTransition):
+        _ = disposal().admitted  # never decoded: nothing to send to the pipeline or the lane
 
 
 def test_the_not_yet_due_set_hands_out_due_messages_first_and_the_latest_to_evict() -> None:

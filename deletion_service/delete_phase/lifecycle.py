@@ -177,6 +177,13 @@ class Disposal:
         return self.action
 
     @property
+    def admitted(self) -> PendingDeleteLedgerInfo:
+        """The decoded request of an admitted message (raises if it was never decoded: a driver bug)."""
+        if self.request is None:
+            raise IllegalTransition(f"{self.message.message_id} at {self.stage}: not decoded")
+        return self.request
+
+    @property
     def next(self) -> Step:
         return next_step(self.stage, self.action.verdict if self.action is not None else None)
 

@@ -46,7 +46,6 @@ from deletion_service.delete_phase.dispose import attempts, grace_since
 from deletion_service.delete_phase.lifecycle import Disposal
 from deletion_service.delete_phase.pipeline import DeletePipeline
 from deletion_service.delete_phase.verify_offload_io import offload_target_keys
-from deletion_service.model import PendingDeleteLedgerInfo
 
 _log = logging.getLogger(__name__)
 
@@ -120,7 +119,7 @@ class OffloadLane:
         self.breakers.close()
 
     def _queue_for(self, p: Disposal) -> deque[Disposal]:
-        keys = offload_target_keys(_request(p))
+        keys = offload_target_keys(p.admitted)
         return self._inbox if all(self.breakers.has_answered(k) for k in keys) else self._probation
 
     def _take(self, queue: deque[Disposal], limit: int) -> list[Disposal]:
@@ -150,7 +149,7 @@ class OffloadLane:
                 self._working -= len(batch)
 
     def _run(self, batch: list[Disposal]) -> list[Disposal]:
-        actions = self.pipeline.run([_request(p) for p in batch], [attempts(p.message) for p in batch], self.policy,
+        actions = self.pipeline.run([p.admitted for p in batch], [attempts(p.message) for p in batch], self.policy,
                                     [grace_since(p.message) for p in batch])
         decided = []
         for p, action in zip(batch, actions, strict=True):
@@ -161,7 +160,7 @@ class OffloadLane:
 
     def _hold(self, p: Disposal, action: Action) -> bool:
         """Keep a request whose target is down (one probe confirms it), if it may still wait here."""
-        keys = offload_target_keys(_request(p))
+        keys = offload_target_keys(p.admitted)
         down = next((k for k in keys if self.breakers.confirm_down(k)), None)
         if down is None:
             return False  # every target answers: the failure was the request's own
@@ -199,9 +198,3 @@ class OffloadLane:
                 released = True
             if released:
                 self._cond.notify_all()
-
-
-def _request(p: Disposal) -> PendingDeleteLedgerInfo:
-    assert p.request is not None, "the worker sends only decoded, admitted requests to the lane"
-    return p.request
-

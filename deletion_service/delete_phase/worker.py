@@ -36,7 +36,7 @@ from deletion_service.delete_phase.pipeline import DeletePipeline
 from deletion_service.delete_phase.settled_recently import SettledRecently
 from deletion_service.failpoints import failpoint
 from deletion_service.metrics import DeletionMetrics
-from deletion_service.model import InvalidRequest, LedgerType, PendingDeleteLedgerInfo, decode
+from deletion_service.model import InvalidRequest, LedgerType, decode
 
 __all__ = ["DeletePhaseWorker", "Hooks", "InHand", "Limits", "Settled"]
 
@@ -148,7 +148,7 @@ class DeletePhaseWorker:
         undecided = [d for d in batch if not self._admit(d)]
         to_pipeline, in_lane = self._to_offload_lane(undecided)
         if to_pipeline:
-            actions = self.pipeline.run([self._request(d) for d in to_pipeline],
+            actions = self.pipeline.run([d.admitted for d in to_pipeline],
                                         [dispose.attempts(d.message) for d in to_pipeline], self.policy,
                                         [dispose.grace_since(d.message) for d in to_pipeline])
             for d, action in zip(to_pipeline, actions, strict=True):
@@ -181,17 +181,12 @@ class DeletePhaseWorker:
             return True
         return False
 
-    @staticmethod
-    def _request(d: Disposal) -> PendingDeleteLedgerInfo:
-        assert d.request is not None, "only admitted messages reach the pipeline"
-        return d.request
-
     def _to_offload_lane(self, undecided: list[Disposal]) -> tuple[list[Disposal], list[Disposal]]:
         """Offload requests go to their own lane (:mod:`.offload_lane`), so S3 never holds up a
         BookKeeper deletion; those beyond its room are decided here (``decision.offload_lane_full``).
         Returns what the pipeline decides now, and what went to the lane."""
         lane = self.offload_lane
-        offloads = [d for d in undecided if self._request(d).ledger_type == LedgerType.OFFLOAD_LEDGER] \
+        offloads = [d for d in undecided if d.admitted.ledger_type == LedgerType.OFFLOAD_LEDGER] \
             if lane is not None else []
         if lane is None or not offloads:
             return undecided, []
