@@ -146,5 +146,10 @@ class BrokerClient(abc.ABC):
     def partitions(self, topic: str) -> int:
         """Number of partitions of ``topic`` (0 for a non-partitioned topic)."""
 
+    def keeps_partition_metadata(self) -> bool:
+        """Whether :meth:`partitions` is the truth.  pulsar-lite keeps no partitioned-topic metadata
+        (partitions are plain topics named ``…-partition-N``), so it answers 0 for every topic."""
+        return True
+
     @abc.abstractmethod
     def close(self) -> None: ...

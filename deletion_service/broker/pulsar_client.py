@@ -16,6 +16,7 @@ from typing import Any
 import pulsar
 from pulsar.exceptions import ConsumerBusy
 
+from deletion_service.broker.consumer_ids import ConsumerIds
 from deletion_service.broker.interface import (
     BrokerClient,
     BrokerError,
@@ -271,6 +272,9 @@ class _Consumer(Consumer):
         _close_quietly(self._consumer, "consumer")
 
 
+#: Subscribes tried on pulsar-lite when one times out (another process held the consumer id).
+SUBSCRIBE_ATTEMPTS = 3
+
 #: How long :meth:`PulsarBrokerClient.close` waits for the broker before going on without it.
 CLOSE_WAIT_S = 3.0
 
@@ -335,6 +339,23 @@ class PulsarBrokerClient(BrokerClient):
         self._subscription_known = subscription_known
         self._subscribed: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
+        self._consumer_ids = ConsumerIds(self._client, service_url)
+
+    def _subscribe(self, topics: str | list[str], subscription: str, **options: Any) -> pulsar.Consumer:
+        """Every subscribe goes through here: on pulsar-lite, consumer ids must be unique across
+        processes (see :mod:`.consumer_ids`); a refusal there shows as a timeout, after which the
+        counter skips ahead and we subscribe once or twice more."""
+        self._consumer_ids.before_subscribe()
+        for attempt in range(SUBSCRIBE_ATTEMPTS):
+            try:
+                return self._client.subscribe(topics, subscription, **options)
+            except pulsar.Timeout:
+                if not self._consumer_ids.needed or attempt == SUBSCRIBE_ATTEMPTS - 1:
+                    raise
+                _log.warning("subscribing %s timed out on pulsar-lite (a consumer id taken by another "
+                             "process?); trying with other ids", subscription)
+                self._consumer_ids.skip_blocks()
+        raise AssertionError("unreachable")
 
     def producer(self, topic: str) -> Producer:
         try:
@@ -345,7 +366,7 @@ class PulsarBrokerClient(BrokerClient):
 
     def consumer(self, topics: list[str], subscription: str, receiver_queue_size: int = 1000) -> Consumer:
         try:
-            return _Consumer(self._client.subscribe(
+            return _Consumer(self._subscribe(
                 topics, subscription, consumer_type=pulsar.ConsumerType.Shared,
                 initial_position=pulsar.InitialPosition.Earliest, receiver_queue_size=receiver_queue_size,
             ))
@@ -360,7 +381,7 @@ class PulsarBrokerClient(BrokerClient):
                 self._subscribed.add((topic, subscription))
                 return
             try:
-                consumer = self._client.subscribe(
+                consumer = self._subscribe(
                     topic, subscription, consumer_type=pulsar.ConsumerType.Shared,
                     initial_position=pulsar.InitialPosition.Earliest, receiver_queue_size=1,
                 )
@@ -414,8 +435,8 @@ class PulsarBrokerClient(BrokerClient):
         except ValueError as e:
             raise BrokerError(str(e)) from e
         try:
-            consumer = self._client.subscribe(topic, subscription, consumer_type=pulsar.ConsumerType.Shared,
-                                              initial_position=pulsar.InitialPosition.Earliest)
+            consumer = self._subscribe(topic, subscription, consumer_type=pulsar.ConsumerType.Shared,
+                                       initial_position=pulsar.InitialPosition.Earliest)
         except pulsar.PulsarException as e:
             raise self._error(f"cannot subscribe {subscription} on {topic} to acknowledge", e) from e
         try:
@@ -431,6 +452,9 @@ class PulsarBrokerClient(BrokerClient):
         except pulsar.PulsarException as e:
             raise self._error(f"cannot read partitions of {topic}", e) from e
         return 0 if names == [topic] else len(names)
+
+    def keeps_partition_metadata(self) -> bool:
+        return not self._consumer_ids.is_pulsar_lite()
 
     def _error(self, what: str, e: Exception) -> BrokerError:
         hint = " (is the broker running and reachable?)" if isinstance(e, pulsar.Timeout | pulsar.ConnectError) else ""
