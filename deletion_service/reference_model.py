@@ -95,7 +95,7 @@ def ledger_kind(custom: Mapping[str, str | None]) -> LedgerKind:
 
 
 def kind_of(metadata: LedgerMetadata) -> LedgerKind:
-    return ledger_kind({k: metadata.custom_text(k) for k in metadata.custom_metadata})
+    return ledger_kind(metadata.custom_texts)
 
 
 class UnreadableReference(ValueError):

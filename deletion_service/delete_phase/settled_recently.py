@@ -34,10 +34,8 @@ DEFAULT_CAPACITY = 65_536
 
 
 def _key(msg: Received) -> bytes:
-    h = hashlib.blake2b(digest_size=16)
-    for part in (msg.topic.encode(), b"\0", msg.message_id.encode(), b"\0", msg.data):
-        h.update(part)
-    return h.digest()
+    return hashlib.blake2b(b"\0".join((msg.topic.encode(), msg.message_id.encode(), msg.data)),
+                           digest_size=16).digest()
 
 
 class SettledRecently:

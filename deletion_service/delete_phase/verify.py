@@ -28,7 +28,7 @@ from metastore.formats.custom_metadata import (
 
 def mismatch(request: DeleteLedgerPayload, metadata: LedgerMetadata) -> str | None:
     """``None`` when the metadata matches the request, else what differs (for logs and metrics)."""
-    meta = {k: metadata.custom_text(k) for k in metadata.custom_metadata}
+    meta = metadata.custom_texts
     if meta.get(APPLICATION_KEY) != APPLICATION_PULSAR:
         return f"not a Pulsar ledger (application={meta.get(APPLICATION_KEY)!r})"
     component = meta.get(COMPONENT_KEY)

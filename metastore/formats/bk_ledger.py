@@ -12,6 +12,7 @@ what BookKeeper writes, and refuse what we cannot read rather than guess:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from google.protobuf import text_format
@@ -56,10 +57,15 @@ class LedgerMetadata:
     c_token: int | None = None
     format_version: int = 3
 
+    @functools.cached_property
+    def custom_texts(self) -> dict[str, str]:
+        """Every custom-metadata value as text (Pulsar stores UTF-8), decoded once: the delete phase
+        reads a request's several times.  Decoded metadata is read, never changed in place."""
+        return {k: v.decode("utf-8", errors="replace") for k, v in self.custom_metadata.items()}
+
     def custom_text(self, key: str) -> str | None:
-        """A custom-metadata value as text (Pulsar stores UTF-8), or ``None``."""
-        value = self.custom_metadata.get(key)
-        return None if value is None else value.decode("utf-8", errors="replace")
+        """A custom-metadata value as text, or ``None``."""
+        return self.custom_texts.get(key)
 
     def ctime_or(self, znode_ctime_ms: int) -> int:
         """The ledger's creation time: recorded ``ctime``, else the znode's ctime."""

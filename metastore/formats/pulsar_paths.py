@@ -15,6 +15,7 @@ a cluster segment are refused rather than mapped by guesswork.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from urllib.parse import unquote_to_bytes
@@ -149,8 +150,20 @@ def _topic(topic: TopicName | str) -> TopicName:
 
 def managed_ledger_name(topic: TopicName | str) -> str:
     """The managed-ledger name, as in BK custom metadata: ``t/ns/persistent/<encoded>``."""
-    t = _topic(topic)
+    if isinstance(topic, TopicName):
+        return _managed_ledger_name_of(topic)
+    return _managed_ledger_name_of_text(topic)
+
+
+def _managed_ledger_name_of(t: TopicName) -> str:
     return f"{t.tenant}/{t.namespace}/{DOMAIN}/{url_encode(t.local_name)}"
+
+
+@functools.lru_cache(maxsize=16_384)
+def _managed_ledger_name_of_text(topic: str) -> str:
+    """Memoized: the delete phase asks this of every request's topic, and a batch names few topics
+    (a name that does not parse raises, and is not cached)."""
+    return _managed_ledger_name_of(parse_topic(topic))
 
 
 def managed_ledger_path(topic: TopicName | str) -> str:
