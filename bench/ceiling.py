@@ -1,6 +1,6 @@
 """Issue 29's figures in one run on one ZooKeeper: the daemon against the verifying ceiling and the peer.
 
-    python -m bench.ceiling [--ledgers 20000] [--profile-dir DIR] [--json]
+    python -m bench.ceiling [--ledgers 20000] [--rate 2000] [--profile-dir DIR] [--json]
 
 * **c**, the ceiling of a verifying deleter: the project's own ``MetadataStore.get_many``
   of the BookKeeper nodes, then ``delete_many`` at the versions read, in multis of 1,000,
@@ -12,7 +12,9 @@
   ZooKeeper), for ``--ledgers`` closed, unreferenced ledgers of one topic: once with the
   audit trail on (the default an operator runs), once with it off
   (:mod:`bench.daemon_without_audit`) so its cost is visible;
-* d/c and d/e, and the mark phase (``bench.mark_phase``: ``trim`` of 10,000 ledgers over 100 topics).
+* d/c and d/e, and the mark phase (``bench.mark_phase``: ``trim`` of 10,000 ledgers over 100 topics);
+* the daemon paced: requests sent at ``--rate`` per second (2,000; 0 skips it) over the bench's
+  topics, with the rate achieved, p50/p99 from send to deletion and the daemon's peak RSS.
 
 ``--profile-dir`` adds one more drain, sampled by py-spy (``--threads``, raw
 folded stacks), whose figure is not reported (sampling slows it).  Seeding and sending are
@@ -41,6 +43,7 @@ from metastore.interface import NodeDeleteOutcome
 #: The daemon's batch (``twoPhaseDeletionBatchSize``) and the multi size of the ceiling's deletes.
 BATCH = 1000
 TARGETS = {"d/c": 0.25, "d/e": 1.5}
+P99_TARGET_MS = 250
 
 
 def verifying_ceiling(world: e2e.World, n: int) -> Rate:
@@ -71,7 +74,7 @@ def one_phase_peer(world: e2e.World, n: int) -> Rate:
     return Rate("e: one-phase blind delete_async", deleted, elapsed)
 
 
-def run(world: e2e.World, ledgers: int, profile_dir: Path | None) -> dict:
+def run(world: e2e.World, ledgers: int, rate: float, profile_dir: Path | None) -> dict:
     say = e2e._say
     say("c: the verifying ceiling")
     c = verifying_ceiling(world, ledgers)
@@ -84,14 +87,18 @@ def run(world: e2e.World, ledgers: int, profile_dir: Path | None) -> dict:
     say("mark phase: 10,000 ledgers over 100 topics")
     broker_url = EmbeddedBroker(world.data_dir).ensure().serviceUrl
     mark = mark_phase.run_mark_phase(f"{world.zk.url}/mark-{os.getpid()}", broker_url, 10_000, 100)
+    paced = None
+    if rate:
+        say(f"the daemon paced at {rate:g} requests/s")
+        paced = e2e.run_e2e(world, ledgers, offloaded_every=0, rate=rate)
     if profile_dir is not None:
         profile_dir.mkdir(parents=True, exist_ok=True)
         say(f"profiled drain (py-spy) into {profile_dir}/daemon.folded")
         e2e.run_e2e(world, ledgers, offloaded_every=0, topics=1, profile=profile_dir / "daemon.folded")
-    return figures(c, e, [d, d_off], mark)
+    return figures(c, e, [d, d_off], mark, paced)
 
 
-def figures(c: Rate, e: Rate, drains: Sequence[e2e.E2EResult], mark: dict) -> dict:
+def figures(c: Rate, e: Rate, drains: Sequence[e2e.E2EResult], mark: dict, paced: e2e.E2EResult | None) -> dict:
     rows = [{"name": name, "ledgers": r.ledgers, "seconds": round(r.seconds, 2), "perSecond": round(rate),
              "peakRssMb": r.peak_rss_mb, "leftInZookeeper": r.left_in_zookeeper}
             for name, r, rate in (("d: daemon, audit on", drains[0], drains[0].ledgers_per_second),
@@ -106,6 +113,7 @@ def figures(c: Rate, e: Rate, drains: Sequence[e2e.E2EResult], mark: dict) -> di
                    "d/e, audit off": round(drains[1].ledgers_per_second / e.per_second, 2)},
         "markPhase": {k: round(v, 2) if isinstance(v, float) else v for k, v in mark.items()},
         "drains": [asdict(r) for r in drains],
+        "paced": None if paced is None else asdict(paced),
     }
 
 
@@ -126,11 +134,17 @@ def print_report(f: dict) -> None:
     print(f"\nmark phase: {m['ledgers']} ledgers over {m['topics']} topics in {m['seconds']:.2f} s = "
           f"{m['ledgersPerSecond']:.0f} ledgers/s, {m['metadataWritesPerBatch']:g} metadata write(s) per topic"
           "   target >= 5000/s")
+    p = f["paced"]
+    if p is not None:
+        print(f"{p['mode']}: {p['requests']} requests, achieved {p['requests_per_second']:.0f}/s, "
+              f"send to deletion p50 {p['p50_ms']} ms, p99 {p['p99_ms']} ms   target p99 <= {P99_TARGET_MS} ms; "
+              f"peak RSS {p['peak_rss_mb']:.0f} MB   target <= 200 MB")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--ledgers", type=int, default=20_000)
+    parser.add_argument("--rate", type=float, default=2000, help="paced run: requests per second (0: skip)")
     parser.add_argument("--profile-dir", type=Path, default=None, help="also profile one drain with py-spy")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -138,7 +152,7 @@ def main() -> None:
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
     with e2e.Servers() as world:
-        result = run(world, args.ledgers, args.profile_dir)
+        result = run(world, args.ledgers, args.rate, args.profile_dir)
     if args.json:
         print(json.dumps(result, indent=2))
     else:

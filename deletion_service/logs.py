@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
@@ -53,10 +53,43 @@ def recent_problems() -> list[dict[str, str]]:
     return list(_recent.records)
 
 
+class _SecondStamps:
+    """The date-and-time part of a record's stamp, formatted once per second: a draining daemon
+    logs thousands of lines a second, and ``strftime`` per line was a tenth of their cost."""
+
+    def __init__(self, fmt: str, convert: Callable[[float], time.struct_time]) -> None:
+        self._fmt, self._convert = fmt, convert
+        self._last: tuple[int, str] = (-1, "")  # one attribute: threads read a second with its own text
+
+    def __call__(self, created: float) -> str:
+        second = int(created)
+        last = self._last
+        if last[0] != second:  # racing threads at worst both format the same second
+            last = self._last = (second, time.strftime(self._fmt, self._convert(second)))
+        return last[1]
+
+
+class TextFormatter(logging.Formatter):
+    """``logging.Formatter``'s text, with its stamp's seconds formatted once per second."""
+
+    def __init__(self, fmt: str) -> None:
+        super().__init__(fmt)
+        self._stamps = _SecondStamps(self.default_time_format, self.converter)
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802 - logging's name
+        if datefmt is not None:
+            return super().formatTime(record, datefmt)
+        return f"{self._stamps(record.created)},{int(record.msecs):03d}"
+
+
 class JsonFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__()
+        self._stamps = _SecondStamps("%Y-%m-%dT%H:%M:%S", time.gmtime)
+
     def format(self, record: logging.LogRecord) -> str:
         out = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "ts": f"{self._stamps(record.created)}.{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
             "logger": record.name,
             "msg": record.getMessage(),
@@ -145,7 +178,7 @@ def configure(level: int = logging.INFO, fmt: str = "text", quiet_libraries: boo
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+        handler.setFormatter(TextFormatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler, _recent]
     root.setLevel(level)
