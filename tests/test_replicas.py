@@ -1,0 +1,86 @@
+"""Daemon replicas on one Shared subscription (issue 30): N ``run`` processes, each with its own data dir
+and admin port, one pulsar-lite broker process (started once for this module), one ZooKeeper (a chroot
+per test).  Each test sends a few hundred orphan requests and judges from ZooKeeper and the audit
+trails of all replicas together: every ledger deleted, and named ``deleted`` exactly once.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.harness import PulsarLiteBroker
+from tests.replicas_world import ReplicaWorld
+
+KILLED = -signal.SIGKILL
+
+
+@pytest.fixture(scope="module")
+def lite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PulsarLiteBroker]:
+    """A bare pulsar-lite process, as an operator would run one: no partitioned-topic metadata."""
+    broker = PulsarLiteBroker(tmp_path_factory.mktemp("replicas-broker")).start()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture(params=["cluster", "namespace"])
+def world(request: pytest.FixtureRequest, tmp_path: Path, zk_url: str,
+          lite: PulsarLiteBroker) -> Iterator[ReplicaWorld]:
+    w = ReplicaWorld(tmp_path, zk_url, lite.service_url, scope=request.param)
+    yield w
+    w.close()
+
+
+def _each_deleted_once(world: ReplicaWorld) -> None:
+    world.wait_drained()
+    deleted = world.deletions()
+    assert set(deleted) == set(world.ledgers), sorted(set(world.ledgers) - set(deleted))[:10]
+    twice = {lid: n for lid, n in deleted.items() if n > 1}
+    assert not twice, f"deleted more than once: {twice}"
+
+
+def test_three_replicas_share_the_subscription_and_delete_each_ledger_once(world: ReplicaWorld) -> None:
+    for replica in world.add_replicas(3):
+        replica.start()
+    for replica in world.replicas:
+        replica.wait_ready()
+    world.enqueue(world.orphans(300))
+    _each_deleted_once(world)
+    print("shares", world.shares())
+    assert [r.stop() for r in world.replicas] == [0, 0, 0]
+
+
+def test_a_replica_killed_holding_requests_leaves_them_to_the_others(world: ReplicaWorld) -> None:
+    """The first replica takes every request (it alone consumes when they are sent) and is SIGKILLed
+    after its first batch's deletes, before their acks; the two others, started then, get every
+    request redelivered and settle each (``absent`` where the first had deleted): none is deleted twice."""
+    first, *others = world.add_replicas(3)
+    first.start("delete.before-ack=kill@1").wait_ready()
+    world.enqueue(world.orphans(300))
+    for replica in others:
+        replica.start()
+    assert first.proc is not None and first.proc.wait(60) == KILLED
+    for replica in others:
+        replica.wait_ready()
+    _each_deleted_once(world)
+    finished = {rec["request"]["ledgerId"] for r in others for rec in r.audit()
+                if rec["outcome"] in ("absent", "deleted")}
+    assert finished == set(world.ledgers), "a request the killed replica held was not finished by the others"
+    assert [r.stop() for r in others] == [0, 0]
+
+
+def test_a_rolling_restart_loses_nothing(world: ReplicaWorld) -> None:
+    """SIGTERM one replica at a time, as Kubernetes does, with requests arriving between the steps."""
+    for replica in world.add_replicas(3):
+        replica.start()
+    for replica in world.replicas:
+        replica.wait_ready()
+    for replica in world.replicas:
+        world.enqueue(world.orphans(100))
+        assert replica.stop() == 0
+        replica.start().wait_ready()
+    _each_deleted_once(world)
+    assert [r.stop() for r in world.replicas] == [0, 0, 0]
