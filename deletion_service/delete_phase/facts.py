@@ -98,8 +98,7 @@ class Evidence:
         bk = facts.bookkeeper
         custom: tuple[tuple[str, str], ...] = ()
         if bk is not None and bk.metadata is not None:
-            custom = tuple(sorted((k, v.decode("utf-8", errors="replace"))
-                                  for k, v in bk.metadata.custom_metadata.items()))
+            custom = tuple(sorted(bk.metadata.custom_texts.items()))
         return cls(bk_version=bk.version if bk is not None else None, custom_metadata=custom,
                    references=facts.references, offload_objects=result.objects if result is not None else ())
 
