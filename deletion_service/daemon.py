@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from deletion_service.daemon_gauges import BacklogGauges
+from deletion_service.daemon_gauges import BacklogGauges, parked_in_dlq
 from deletion_service.daemon_idle import QUIET_S, IdleCheck, IdleState
 from deletion_service.daemon_loop import BatchLoop
 from deletion_service.daemon_namespaces import NamespaceDiscovery
@@ -73,7 +73,7 @@ class Daemon:
         self.discovery = NamespaceDiscovery(service, namespaces, clock)
         self.drain_cluster_topics = drain_cluster_topics
         self.gauges = BacklogGauges(service.metrics, backlog, self._served, service.topics, metrics_refresh_s,
-                                    clock, self.started_at)
+                                    clock, self.started_at, parked_in_dlq(service.broker, service.store))
         self.idle = IdleCheck(backlog, self._consumed, service.topics.subscription, clock, self.started_at)
 
     @property

@@ -6,6 +6,19 @@ the last run left (:attr:`BacklogSource.staleness_s`), so nothing is set until
 they can be trusted; until that first trusted reading the gauges are tried
 every second, then every ``refresh_s``.  A broker that cannot say is logged
 once, not on every try.
+
+The DLQ gauge must say what ``dlq list`` says, or ``LedgerDeletionDLQNotEmpty``
+fires for requests already requeued or purged.  A real cluster's admin REST
+counts precisely (``msgBacklog`` leaves out individually acked messages); the
+embedded broker's ``pulsar_subscription_back_log`` counts every message after
+the oldest unacked one, acked or not (after ``dlq requeue`` of 1 of 2 parked it
+said 3: the other parked one, the requeued one and the settlement marker).  So
+on the embedded broker the DLQ gauge counts the parked requests as ``dlq list``
+does (:func:`parked_in_dlq`: one read of each DLQ, signed markers applied).
+The in-flight gauge has the same overcount there and no such cure (a request
+topic's acked messages cannot be told from the outside): it counts, besides
+the requests not yet settled, those settled behind one still held, until that
+one is settled; ``held{reason}`` says how many this process holds.
 """
 
 from __future__ import annotations
@@ -13,12 +26,23 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from deletion_service.broker.interface import BrokerError
-from deletion_service.inflight import BacklogSource
+from deletion_service.broker.interface import BrokerClient, BrokerError
+from deletion_service.dlq import list_dlq
+from deletion_service.dlq_marker import MarkerKey
+from deletion_service.inflight import BacklogSource, MetricsBacklog
 from deletion_service.metrics import DeletionMetrics
 from deletion_service.topics import DeletionTopics
+from metastore import MetadataStore
 
 _log = logging.getLogger("deletion_service.daemon")  # the daemon's pieces log under one name, as before the split
+
+#: Counts the requests parked in the DLQs of a scope as ``dlq list`` shows them.
+ParkedCount = Callable[[list[DeletionTopics]], int]
+
+
+def parked_in_dlq(broker: BrokerClient, store: MetadataStore) -> ParkedCount:
+    """``dlq list``'s count: every DLQ in scope read once, what signed markers settle left out."""
+    return lambda scope: len(list_dlq(broker, scope, MarkerKey.read(store)))
 
 
 class BacklogGauges:
@@ -26,8 +50,9 @@ class BacklogGauges:
 
     def __init__(self, metrics: DeletionMetrics, backlog: BacklogSource, served: Callable[[], list[DeletionTopics]],
                  subscriptions: DeletionTopics, refresh_s: float, clock: Callable[[], float],
-                 started_at: float) -> None:
+                 started_at: float, parked: ParkedCount | None = None) -> None:
         self.metrics, self.backlog, self._served, self._subscriptions = metrics, backlog, served, subscriptions
+        self._parked = parked  # the DLQ's count where the broker's backlog would count acked messages
         self.refresh_s, self._clock, self._started_at = refresh_s, clock, started_at
         self._last_refresh = 0.0
         self._warned = False
@@ -50,10 +75,15 @@ class BacklogGauges:
             # one reading each for every namespace served (a broker's statistics are one page)
             consumed = [c for t in served for c in t.consumed]
             self.metrics.estimated_inflight.set(sum(self.backlog.backlog(consumed, subs.subscription).values()))
-            self.metrics.dlq_size.set(sum(self.backlog.backlog([t.dlq for t in served],
-                                                               subs.dlq_subscription).values()))
+            self.metrics.dlq_size.set(self._dlq_size(served))
             self._read = True
         except BrokerError as e:
             if not self._warned:
                 _log.warning("cannot refresh backlog gauges: %s", e)
                 self._warned = True
+
+    def _dlq_size(self, served: list[DeletionTopics]) -> int:
+        """The embedded broker's backlog counts acked messages: there, the parked requests as listed."""
+        if self._parked is not None and isinstance(self.backlog, MetricsBacklog):
+            return self._parked(served)
+        return sum(self.backlog.backlog([t.dlq for t in served], self._subscriptions.dlq_subscription).values())

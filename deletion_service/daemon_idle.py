@@ -10,11 +10,12 @@ taken off it.  A backlog the broker cannot report is not 0: the answer is
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from deletion_service.broker.interface import BrokerError
+from deletion_service.clock_text import local_moment
+from deletion_service.daemon_summary import held_text
 from deletion_service.delete_phase.worker import DeletePhaseWorker
 from deletion_service.inflight import BacklogSource
 
@@ -47,7 +48,7 @@ class IdleCheck:
             return IdleState(False, "not started")
         if not w.idle:
             waiting = w.in_hand().not_yet_due
-            return IdleState(False, f"{waiting} request(s) waiting out a retry delay" if waiting else "processing")
+            return IdleState(False, f"waiting out retry delays: {held_text(w)}" if waiting else "processing")
         quiet_since = max(w.last_message_at, self._started_at)
         if self._clock() - quiet_since < QUIET_S:
             return IdleState(False, "messages arrived in the last 3 s")
@@ -69,5 +70,6 @@ class IdleCheck:
         if until is None or self._clock() - self._waiting_said < every_s:
             return
         self._waiting_said = self._clock()
-        _log.info("waiting out retry delays: %d request(s) held, the last due at %s", in_hand.not_yet_due,
-                  time.strftime("%H:%M:%S", time.localtime(until)))
+        _log.info("waiting out retry delays: %d request(s) held, the last due at %s (%s); --exit-when-idle exits "
+                  "once the last is settled, or at --max-wait", in_hand.not_yet_due, local_moment(until),
+                  held_text(worker))

@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from deletion_service.clock_text import local_moment
 from deletion_service.delete_phase.outcomes import Outcome
 from deletion_service.delete_phase.worker import DeletePhaseWorker
 from deletion_service.metrics import PREFIX, DeletionMetrics
@@ -49,10 +50,7 @@ class Summary:
         fields: dict[str, object] = {"summary": delta}
         if worker is not None:
             now_in_hand = worker.in_hand()
-            until = now_in_hand.not_yet_due_until
-            held = f"{now_in_hand.not_yet_due} not yet due" + (
-                f" (until {time.strftime('%H:%M:%S', time.localtime(until))})" if until is not None else "")
-            parts.append(f"in hand: {held}, {now_in_hand.paused} paused for an outage, "
+            parts.append(f"in hand: {held_text(worker)}, {now_in_hand.paused} paused for an outage, "
                          f"{now_in_hand.awaiting_next_try} awaiting another try to publish or ack")
             down = worker.dependencies_down()
             parts.append(f"down: {down}" if down else "dependencies: ok")
@@ -61,3 +59,14 @@ class Summary:
     def log(self, worker: DeletePhaseWorker | None) -> None:
         text, fields = self.line(worker)
         _log.info("%s", text, extra=fields)
+
+
+def held_text(worker: DeletePhaseWorker) -> str:
+    """``3 not yet due (not-yet until 2026-11-26 00:05:58; retry-delay 1 until 16:01:29)``: how many wait,
+    why, and when each group's last falls due (its date when not today)."""
+    groups = worker.intake.not_yet_due.groups()
+    total = sum(g.count for g in groups)
+    if not groups:
+        return "0 not yet due"
+    each = "; ".join(f"{g.reason.value} {g.count} until {local_moment(g.last_due_ms / 1000)}" for g in groups)
+    return f"{total} not yet due ({each})"

@@ -6,13 +6,17 @@ one process) never share counters by accident.
 
 from __future__ import annotations
 
+import platform
 from collections import Counter as Tally
+from collections.abc import Callable, Mapping
+from importlib import metadata
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, ProcessCollector
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from deletion_service.delete_phase.facts import DeleteStatus
+from deletion_service.delete_phase.hold_reason import HoldReason
 from deletion_service.delete_phase.outcomes import Outcome
 from deletion_service.model import LedgerType
 
@@ -51,6 +55,38 @@ class LateGauge(Collector):
         return [family]
 
 
+class HeldGauge(Collector):
+    """``held{reason}``: requests this process holds until their retry delay passes, by why they wait.
+
+    Read from the worker when scraped (:meth:`watch`), so it can never lag what ``status`` says; every
+    reason is exported, 0 included, from the start (an alert comparing with it needs a sample)."""
+
+    def __init__(self, name: str, documentation: str, registry: CollectorRegistry) -> None:
+        self.name, self.documentation = name, documentation
+        self._source: Callable[[], Mapping[HoldReason, int]] = lambda: {}
+        registry.register(self)
+
+    def watch(self, source: Callable[[], Mapping[HoldReason, int]]) -> None:
+        self._source = source
+
+    def describe(self) -> list[GaugeMetricFamily]:
+        return [GaugeMetricFamily(self.name, self.documentation, labels=["reason"])]
+
+    def collect(self) -> list[GaugeMetricFamily]:
+        family = GaugeMetricFamily(self.name, self.documentation, labels=["reason"])
+        counts = self._source()
+        for reason in HoldReason:
+            family.add_metric([reason.value], counts.get(reason, 0))
+        return [family]
+
+
+def _version() -> str:
+    try:
+        return metadata.version("ledger-deletion")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
 class DeletionMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
@@ -86,6 +122,13 @@ class DeletionMetrics:
         self.ack_lost = Counter(
             f"{PREFIX}_ack_lost", "Redelivered messages this daemon had already settled and acked (the acks were "
             "lost, most likely with a broker that died): acknowledged again, not settled twice", registry=r)
+        self.held = HeldGauge(
+            f"{PREFIX}_held", "Requests this process holds, unacked, until their retry delay passes, by why they "
+            "wait (not-yet: too young or still open; in-use-grace; outage; retry-delay): waiting, not stuck", r)
+        # process_* (CPU, memory, open files, start time) and the build: which version runs where
+        ProcessCollector(registry=r)
+        Info(f"{PREFIX}_build", "The running build: package version and Python", registry=r).info(
+            {"version": _version(), "python": platform.python_version()})
         self.dispose_failures = Counter(
             f"{PREFIX}_dispose_failures", "Failed attempts to publish a RETRY/DLQ copy or to ack", registry=r)
 

@@ -22,7 +22,8 @@ STATUS_PATH = "/status"
 STATUS_DOC: dict[str, Any] = {
     "tags": ["health"],
     "summary": "What the daemon is doing now",
-    "description": "Requests in hand, held for a retry delay (and until when), held through a dependency "
+    "description": "Requests in hand, held for a retry delay (and until when; `heldBy`: how many wait for "
+                   "each reason, and when the first and last of them fall due), held through a dependency "
                    "outage, waiting for the broker to take their disposition; the last warnings and errors; "
                    "and whether each dependency answers (the same probes as `/readyz`).",
 }
@@ -39,6 +40,9 @@ def status(deps: AdminDeps) -> dict[str, Any]:
         lane = worker.offload_lane
         now = worker.in_hand()
         in_hand.update(busy=worker.busy, held=now.not_yet_due, heldUntil=_iso(now.not_yet_due_until),
+                       heldBy=[{"reason": g.reason.value, "why": g.reason.label, "count": g.count,
+                                "firstDue": _iso(g.first_due_ms / 1000), "lastDue": _iso(g.last_due_ms / 1000),
+                                "example": g.example} for g in worker.intake.not_yet_due.groups()],
                        onHold=now.paused, undisposed=now.awaiting_next_try,
                        offloadLane=lane.in_flight if lane is not None else 0,
                        dependenciesDown=worker.dependencies_down())

@@ -51,6 +51,14 @@ class Verdict:
     def whole(self) -> bool:
         return self.broken is None
 
+    @property
+    def whole_before_break(self) -> int:
+        """The records before the one the break names (all of them when whole).  Not ``records``: an edited
+        record is found on the line after it, so ``records`` counts the edited one too."""
+        if self.broken is None:
+            return self.records
+        return max(0, min(self.records, self.broken.seq - 1))
+
 
 def verify(directory: Path) -> Verdict:
     files = trail.files(directory)

@@ -166,7 +166,7 @@ class Disposer:
         action = d.decided
         if d.next == Step.PUBLISH_RETRY_COPY:
             return dispose.retry_copy(d.message, action.delay_s, counts=action.counts,
-                                      grace_since_ms=action.grace_since_ms)
+                                      grace_since_ms=action.grace_since_ms, kind=action.kind, why=action.reason)
         reason = outward(action).dlq_reason
         assert reason is not None, "a dead letter's outward form names its reason"
         return dispose.dead_letter_copy(d.message, reason, action.reason, undecodable=d.undecodable)

@@ -10,8 +10,22 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Iterator
+from dataclasses import dataclass
 
+from deletion_service.delete_phase.hold_reason import HELD_WHY, HoldReason, of_properties
 from deletion_service.delete_phase.lifecycle import Disposal
+
+
+@dataclass(frozen=True)
+class HeldGroup:
+    """The requests held for one reason: how many, when the first and the last fall due (ms), and the
+    decision's words for the first of them (e.g. which minimum age)."""
+
+    reason: HoldReason
+    count: int
+    first_due_ms: int
+    last_due_ms: int
+    example: str
 
 
 class NotYetDue:
@@ -30,6 +44,26 @@ class NotYetDue:
     def until_ms(self) -> int | None:
         """When the last held message falls due (ms), if any is held."""
         return max(due for due, _, _ in self._heap) if self._heap else None
+
+    def groups(self) -> list[HeldGroup]:
+        """The held requests by why they wait (the reason their RETRY copy carries), soonest due first."""
+        found: dict[HoldReason, list[tuple[int, Disposal]]] = {}
+        for due, _, d in self._heap:
+            found.setdefault(of_properties(d.message.properties), []).append((due, d))
+        out = []
+        for reason, held in found.items():
+            dues = [due for due, _ in held]
+            first = min(held, key=lambda e: e[0])[1]
+            out.append(HeldGroup(reason, len(held), min(dues), max(dues),
+                                 first.message.properties.get(HELD_WHY, "")))
+        return sorted(out, key=lambda g: g.first_due_ms)
+
+    def by_reason(self) -> dict[HoldReason, int]:
+        """How many are held for each reason (every reason named, 0 included: the ``held`` gauge)."""
+        counts = dict.fromkeys(HoldReason, 0)
+        for _, _, d in self._heap:
+            counts[of_properties(d.message.properties)] += 1
+        return counts
 
     def add(self, d: Disposal) -> None:
         heapq.heappush(self._heap, (d.due_ms, next(self._seq), d))

@@ -29,12 +29,14 @@ from deletion_service.broker.interface import BrokerError
 from deletion_service.cli import options, settings
 from deletion_service.cli.connections import connect_broker
 from deletion_service.config import DeletionConfig
+from deletion_service.delete_phase.outcomes import Outcome
 from deletion_service.errors import UsageError, UserError
 from deletion_service.orphans.scan_options import parse_duration
 from deletion_service.topics import DeletionTopics
 
 HELP = """The audit trail: one record per settled deletion request (what, outcome, why, the evidence
-verified), hash-chained. Without a subcommand: print the records that match (oldest first).
+verified), hash-chained. Without a subcommand: print the records that match (oldest first; --newest-first,
+--limit N for the newest N; --from-topic for every replica's records, from the topic copy).
 `audit verify` checks the chain."""
 
 
@@ -54,17 +56,55 @@ def show(
     since: Annotated[str | None, typer.Option(
         metavar="WHEN", help="only records from then on: an ISO date or time (2026-11-01, 2026-11-01T12:00Z, "
                              "local time without a zone) or a duration back from now (90m, 6h, 1d, 2w)")] = None,
+    outcome: Annotated[list[str] | None, typer.Option(
+        "--outcome", "-o", metavar="OUTCOME",
+        help="only records that ended so (repeatable): " + ", ".join(o.value for o in Outcome))] = None,
+    limit: Annotated[int | None, typer.Option("--limit", "-n", min=0, metavar="N",
+                                              help="only the newest N records that match")] = None,
+    newest_first: Annotated[bool, typer.Option("--newest-first", help="print the newest record first")] = False,
+    from_topic: Annotated[bool, typer.Option(
+        "--from-topic", help="read the <ledgerDeletionTopic>-AUDIT topic copy instead of this data dir's files: "
+                             "every replica's records in one place (needs ledgerDeletionAuditTopicEnabled on the "
+                             "daemons)")] = False,
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
     opts = options.get(ctx)
     query = reader.Query(ledger, options.topic(topic) if topic is not None else None,
-                         since_ms(since) if since is not None else None)
-    found = reader.select(_existing(opts.data_dir), query)
+                         since_ms(since) if since is not None else None, _outcomes(outcome))
+    found = reader.select_from(_from_topic(opts) if from_topic else reader.records(_existing(opts.data_dir)),
+                               query, newest_first, limit)
     if opts.json:
         typer.echo(json.dumps(found.records, indent=2, ensure_ascii=False))
         return
     Console().print(_table(found))
+
+
+def _outcomes(given: list[str] | None) -> frozenset[str] | None:
+    """``--outcome``: Outcome values (``still-in-use`` spelled either way); an unknown one is refused,
+    naming the known ones (a typo must not answer "0 records")."""
+    if not given:
+        return None
+    known = {o.value for o in Outcome}
+    wanted = {g.strip().lower().replace("-", "_") for g in given}
+    unknown = sorted(wanted - known)
+    if unknown:
+        raise UsageError(f"unknown --outcome {', '.join(unknown)}; known: {', '.join(o.value for o in Outcome)}")
+    return frozenset(wanted)
+
+
+def _from_topic(opts: options.CommonOptions) -> list[dict[str, Any] | None]:
+    """Every record of the ``-AUDIT`` topic copy (a Reader: nothing acked), whichever replica wrote it."""
+    config = settings.load(opts).config
+    topic = audit_topic(config.ledger_deletion_topic)
+    with ExitStack() as stack:
+        try:
+            broker, _ = connect_broker(opts, config, DeletionTopics.from_config(config), own_broker=False,
+                                       stack=stack, request_topics=False)
+            messages = broker.read_all(topic)
+        except BrokerError as e:
+            raise UserError(f"cannot read the audit topic copy {topic}: {e}") from e
+    return list(reader.parsed(m.data for m in messages))
 
 
 def verify(
@@ -88,13 +128,14 @@ def verify(
         first_bad = broken.seq if broken else (copy.first_bad_seq if copy is not None else None)
         problem = broken.describe() if broken else (copy.describe() if topic_broken and copy is not None else None)
         typer.echo(json.dumps({"whole": whole, "checked": "files" if copy is None else "files+topic",
-                               "records": verdict.records, "files": verdict.files,
+                               "records": verdict.records, "wholeBeforeBreak": verdict.whole_before_break,
+                               "files": verdict.files,
                                "lastSeq": verdict.last_seq, "firstBadSeq": first_bad, "problem": problem,
                                "topicCopy": copy.as_json() if copy is not None else None}))
         raise typer.Exit(0 if whole else 1)
     if verdict.broken is not None:
         raise UserError(f"audit trail broken at {verdict.broken.describe()}; "
-                        f"{verdict.records} record(s) before it are whole (checked: {checked}"
+                        f"{verdict.whole_before_break} record(s) before it are whole (checked: {checked}"
                         + (f"; {copy.describe()}" if topic_broken and copy is not None else "") + ")")
     if topic_broken and copy is not None:
         raise UserError(f"audit trail broken at record seq {copy.first_bad_seq}: {copy.describe()}; the files' "

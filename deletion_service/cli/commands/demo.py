@@ -14,9 +14,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from deletion_service import demo as demo_mod
+from deletion_service.audit.wiring import daemon_writer
 from deletion_service.cli import options, settings
 from deletion_service.cli.command_environment import open_environment
+from deletion_service.clock_text import local_moment
 from deletion_service.cluster_writer import ClusterWriter
+from deletion_service.delete_phase.worker import Settled
 from deletion_service.embedded.broker import EmbeddedBroker
 from deletion_service.errors import UserError
 from deletion_service.service import LedgerDeletionService
@@ -42,21 +45,51 @@ def register(app: typer.Typer) -> None:
         started = time.monotonic()
         stage = ["starting"]
         try:
-            plan, settled, phase_two, last_deletion = _run(opts, console, stage)
+            plan, settled, phase_two, last_deletion, stamped = _run(opts, console, stage)
         except KeyboardInterrupt:
             raise UserError(_interrupted(opts, stage[0]), exit_code=130) from None
         summary = _summary(plan, settled, time.monotonic() - started, max(last_deletion - phase_two, 1e-3))
+        waiting_until = _waiting_until(stamped, plan.namespace)
         if opts.json:
-            typer.echo(json.dumps(summary))
+            typer.echo(json.dumps({**summary, "waitingUntil": waiting_until}))
             return
         table = Table(title=f"ledger-deletion demo — namespace {plan.namespace}", show_header=False)
         for key, label in SUMMARY_ROWS:
             table.add_row(label, str(summary[key]))
         console.print(table)
-        where = f"ledger-deletion --data-dir {shlex.quote(str(Path(opts.data_dir).absolute()))}"
-        console.print(f"Data under {Path(opts.data_dir).absolute()}. Try:", soft_wrap=True)
-        for hint in ("dlq list", "inflight", "run --exit-when-idle"):
-            console.print(f"  {where} {hint}", soft_wrap=True, highlight=False)
+        _next_steps(console, opts, plan.waiting, waiting_until)
+
+
+#: What to try after the demo: each finishes in seconds (a bare ``run --exit-when-idle`` would wait a day
+#: for the young requests, silently).
+NEXT_STEPS = (
+    ("audit --limit 10", "the last records of the audit trail: what was deleted, and the evidence"),
+    ("dlq list", "the parked requests, and why each was parked"),
+    ("inflight", "what still waits in the deletion topics"),
+    ("run --exit-when-idle --max-wait 15", "a daemon for 15 s: exits 3, naming what waits and until when"),
+)
+
+
+def _next_steps(console: Console, opts: options.CommonOptions, waiting: int, until: float | None) -> None:
+    if waiting and until is not None:
+        console.print(f"{waiting} request(s) wait in RETRY until {local_moment(until)}: their ledgers are younger "
+                      "than minLedgerAgeSeconds; a running daemon (`run`) deletes them then.", soft_wrap=True)
+    where = f"ledger-deletion --data-dir {shlex.quote(str(Path(opts.data_dir).absolute()))}"
+    console.print(f"Data under {Path(opts.data_dir).absolute()}. Try (each finishes in seconds):", soft_wrap=True)
+    for hint, what in NEXT_STEPS:
+        console.print(f"  {where} {hint}", soft_wrap=True, highlight=False)
+        console.print(f"      {what}", soft_wrap=True, highlight=False)
+
+
+def _waiting_until(settled: list, namespace: str) -> float | None:
+    """When the last of this run's requests still waiting in RETRY falls due (Unix seconds), if any waits:
+    a request whose last ending was "reconsumed", plus the delay it was given then."""
+    last: dict[int, tuple[float, Settled]] = {}
+    for at, s in settled:
+        if s.request is not None and s.request.topic_name.startswith(f"persistent://{namespace}/"):
+            last[s.request.ledger_id] = (at, s)
+    dues = [at + s.action.delay_s for at, s in last.values() if s.outcome.value == "reconsumed"]
+    return max(dues) if dues else None
 
 
 def _interrupted(opts: options.CommonOptions, stage: str) -> str:
@@ -74,18 +107,22 @@ def _interrupted(opts: options.CommonOptions, stage: str) -> str:
 
 
 def _run(opts: options.CommonOptions, console: Console, stage: list[str]) -> tuple:
-    """Build, mark, delete; returns (plan, settled requests, phase-two start, last deletion time).
+    """Build, mark, delete; returns (plan, settled requests, phase-two start, last deletion time, the settled
+    requests with when each was settled).
     ``stage[0]`` names what is under way, for the Ctrl-C message."""
     # Shorter retries than production, so the ledger that never closes reaches the DLQ in seconds.
     cfg = settings.load(opts).config.model_copy(update={
         "two_phase_deletion_reconsume_later_in_seconds": 2, "two_phase_deletion_max_retry_delete_count": 2})
     with open_environment(opts, cfg, own_broker=True) as env:
-        service = LedgerDeletionService(cfg, env.store, env.broker, env.bk_store, env.offload)
+        audit = daemon_writer(cfg, opts.data_dir, env.broker)  # the demo's deletions are audited like the daemon's
+        service = LedgerDeletionService(cfg, env.store, env.broker, env.bk_store, env.offload, audit=audit)
         settled: list = []
+        stamped: list = []  # (when, settled): when each waiting request falls due
         last_deletion = [0.0]
 
         def on_settled(s) -> None:  # noqa: ANN001
             settled.append(s)
+            stamped.append((time.time(), s))
             if s.outcome.value == "deleted":
                 last_deletion[0] = time.monotonic()
 
@@ -105,7 +142,8 @@ def _run(opts: options.CommonOptions, console: Console, stage: list[str]) -> tup
             _delete(opts, console, plan, settled, worker)
         finally:
             service.close()
-    return plan, settled, phase_two, last_deletion[0]
+            audit.close()
+    return plan, settled, phase_two, last_deletion[0], stamped
 
 
 def _delete(opts: options.CommonOptions, console: Console, plan, settled: list, worker) -> None:  # noqa: ANN001

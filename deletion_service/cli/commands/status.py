@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from datetime import datetime
 from typing import Annotated, Any
 
 import typer
@@ -12,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from deletion_service.cli import options
+from deletion_service.clock_text import local_moment
 from deletion_service.errors import UserError
 
 
@@ -42,9 +44,13 @@ def status(
         return
     console = Console()
     hand = Table(title=f"ledger-deletion at {admin_address}", show_header=False)
-    for key, value in answer.get("inHand", {}).items():
-        hand.add_row(key, "—" if value is None else str(value))
+    in_hand = answer.get("inHand", {})
+    for key, value in in_hand.items():
+        if key != "heldBy":
+            hand.add_row(key, "—" if value is None else str(value))
     console.print(hand)
+    if in_hand.get("heldBy"):
+        console.print(_held_table(in_hand["heldBy"]))
     deps = Table(title="dependencies")
     deps.add_column("dependency")
     deps.add_column("state")
@@ -61,3 +67,24 @@ def status(
     for p in problems[-10:]:
         recent.add_row(p["ts"], p["level"], p["msg"])
     console.print(recent)
+
+
+def _held_table(groups: list[dict[str, Any]]) -> Table:
+    """Why held requests wait and when each group falls due: held is waiting, not stuck."""
+    table = Table(title="held: waiting, not stuck (each group is retried when due)")
+    for column in ("count", "why they wait", "first due", "last due", "e.g."):
+        table.add_column(column, justify="right" if column == "count" else "left")
+    for g in groups:
+        table.add_row(str(g.get("count")), str(g.get("why")), _local(g.get("firstDue")), _local(g.get("lastDue")),
+                      str(g.get("example") or ""))
+    return table
+
+
+def _local(iso: Any) -> str:
+    """The admin API's ISO UTC time as local time, with its date when not today."""
+    if not isinstance(iso, str):
+        return "—"
+    try:
+        return local_moment(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp())
+    except ValueError:
+        return iso
