@@ -7,6 +7,8 @@ sends ``reason: orphan`` requests: the delete phase re-verifies each one.
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -17,12 +19,14 @@ from rich.table import Table
 from deletion_service.cli import connections, options, settings, ui
 from deletion_service.cli.options import CommonOptions
 from deletion_service.config import DeletionConfig
-from deletion_service.errors import UserError
+from deletion_service.errors import UsageError, UserError
+from deletion_service.orphans import reports_dir as reports
 from deletion_service.orphans.push import push_summary
 from deletion_service.orphans.scan_options import DEFAULT_MASTER, DEFAULT_MIN_AGE, parse_duration
 
 if TYPE_CHECKING:
     from deletion_service.orphans.scan import ScanOutcome, ScanSources
+    from deletion_service.orphans.summary import MissingLedger
 
 HELP = """Find orphan ledgers (in BookKeeper, `application=pulsar`, CLOSED, older than --min-age,
 referenced nowhere), orphan offloaded objects, and **missing ledgers** (referenced but absent
@@ -56,26 +60,61 @@ def scan_orphans(
         help="push the scan's counts (missing and orphan ledgers, …) to this Prometheus Pushgateway, "
              "e.g. http://pushgateway:9091, for the LedgerDeletionMissingLedgers alert",
         show_default=False)] = None,
+    spark_conf: Annotated[list[str] | None, typer.Option(
+        help="a Spark setting KEY=VALUE, e.g. spark.driver.memory=2g (repeatable; applied when Spark starts)",
+        show_default=False)] = None,
+    reports_dir: Annotated[Path | None, typer.Option(
+        help="keep each scan's outputs in DIR/scan-<UTC time>/ (DIR/latest: the newest), as --output would; "
+             "for a scheduled scan on a volume that outlives it", show_default=False)] = None,
+    keep_reports: Annotated[int, typer.Option(
+        help="with --reports-dir: keep the newest N scans' directories, remove older ones", min=1)] = 14,
 ) -> None:
     # pyspark loads only for this command: every other command starts faster without it
+    from deletion_service.orphans.progress import ScanProgress
     from deletion_service.orphans.scan import has_snapshot, run_scan
     from deletion_service.orphans.spark import session
 
     opts = options.get(ctx)
     cfg = settings.load(opts).config
     min_age_s = parse_duration(min_age)
+    conf = parse_spark_conf(spark_conf or [])
+    if output is not None and reports_dir is not None:
+        raise UsageError("--output and --reports-dir both say where the outputs go: give one")
+    started_s = time.time()
+    target = reports.run_dir(reports_dir, started_s) if reports_dir is not None else output
     console = Console(stderr=True)
     sources = None if snapshot is not None and has_snapshot(snapshot) else _sources(opts, cfg)
     with console.status("starting Spark…") as status:
-        spark = session(spark_master, debug=opts.debug)
+        spark = session(spark_master, debug=opts.debug, conf=conf)
+        show = status.update if console.is_terminal else _line_printer(console)
+        progress = ScanProgress(spark.sparkContext, show, console.is_terminal).start()
         try:
-            outcome = run_scan(spark, sources, min_age_s, output, snapshot, step=lambda s: status.update(s + "…"))
+            outcome = run_scan(spark, sources, min_age_s, target, snapshot, step=progress.step)
             enqueued = _enqueue(opts, cfg, outcome) if enqueue else None
         finally:
+            progress.stop()
             spark.stop()
-    _print(opts, outcome, enqueued, output)
+    if reports_dir is not None and target is not None:
+        reports.finish(reports_dir, target, keep_reports)
+    _print(opts, outcome, enqueued, target)
     if pushgateway is not None:
         push_summary(pushgateway, outcome.data.summary)
+
+
+def parse_spark_conf(pairs: list[str]) -> dict[str, str]:
+    """``--spark-conf KEY=VALUE`` (repeated) → settings; a pair without ``=`` is a usage error."""
+    conf: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--spark-conf expects KEY=VALUE, e.g. spark.driver.memory=2g, got {pair!r}")
+        conf[key.strip()] = value
+    return conf
+
+
+def _line_printer(console: Console) -> Callable[[str], None]:
+    """Progress as plain lines (stderr is a log, not a terminal)."""
+    return lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _sources(opts: CommonOptions, cfg: DeletionConfig) -> ScanSources:
@@ -116,14 +155,18 @@ def _enqueue(opts: CommonOptions, cfg: DeletionConfig, outcome: ScanOutcome) -> 
 
 def _print(opts: CommonOptions, outcome: ScanOutcome, enqueued: dict | None, output: Path | None) -> None:
     summary = outcome.data.summary
+    listed = outcome.data.missing[:MISSING_LOGGED]
     if opts.json:
         typer.echo(json.dumps({**summary.to_json(), "enqueued": enqueued, "fromSnapshot": outcome.from_snapshot,
-                               "notListed": outcome.refused_locations, "written": [str(p) for p in outcome.written]}))
+                               "notListed": outcome.refused_locations, "written": [str(p) for p in outcome.written],
+                               "missing": [{"ledgerId": m.ledger_id, "kind": m.kind, "topic": m.topic}
+                                           for m in listed]}))
         return
     console = Console()
     table = Table(title="orphan scan" + (" (from a snapshot)" if outcome.from_snapshot else ""), show_header=False)
-    if summary.missing_ledgers:
-        table.add_row("[bold red]missing ledgers (referenced, absent)", str(summary.missing_ledgers))
+    # the data-loss alarm: always shown, 0 included, so its absence never reads as "fine"
+    table.add_row("[bold red]missing ledgers (referenced, absent)" if summary.missing_ledgers else
+                  "missing ledgers (referenced, absent)", str(summary.missing_ledgers))
     table.add_row("orphan ledgers", f"{summary.orphan_ledgers} ({ui.size(summary.orphan_ledger_bytes)})")
     by_kind = ", ".join(f"{kind} {n}" for kind, n in summary.orphan_ledgers_by_kind.items() if n)
     if by_kind:
@@ -139,9 +182,24 @@ def _print(opts: CommonOptions, outcome: ScanOutcome, enqueued: dict | None, out
         for why, n in enqueued["skipped"].items():
             table.add_row("[yellow]not enqueued", f"{n}: {why}")
     console.print(table)
+    for line in missing_lines(listed, summary.missing_ledgers):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     if output is not None:
         console.print(f"Report: {output / 'report.html'}")
     else:
         console.print("Add --output DIR for the Parquet tables and report.html.")
     if enqueued is None and summary.orphan_ledgers:
         console.print("Dry run: nothing was sent. Add --enqueue to have the daemon verify and delete them.")
+
+
+#: Missing ledgers named in the output (a CronJob's log): the rest are in missing_ledgers.parquet.
+MISSING_LOGGED = 20
+
+
+def missing_lines(listed: Sequence[MissingLedger], total: int) -> list[str]:
+    """One line per missing ledger (ledger id, what references it, the topic), then "and N more"."""
+    lines = [f"missing ledger {m.ledger_id}: referenced as {m.kind} by {m.topic}"
+             + (f" ({m.detail})" if m.detail else "") for m in listed]
+    if total > len(listed):
+        lines.append(f"… and {total - len(listed):,} more missing ledgers (all in missing_ledgers.parquet)")
+    return lines
