@@ -4,6 +4,7 @@ and why --exit-when-idle is still waiting (through the real CLI and the real emb
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from deletion_service.cluster_writer import ClusterWriter, pulsar_custom_metadata
@@ -35,6 +36,8 @@ def test_json_logs_carry_fields_and_a_summary_and_say_nothing_twice(tmp_path: Pa
     deleted = [x for x in lines if x.get("outcome") == "deleted"]
     assert sorted(x["ledger"] for x in deleted) == list(ids)
     assert all(x["topic"] == TOPIC and x["ledgerType"] == "LEDGER" and x["attempts"] == 0 for x in deleted)
+    # message ids as the CLI shows and takes them (ledger:entry[:partition[:batch]]), not the client's (L,E,P,B)
+    assert all(re.fullmatch(r"\d+:\d+(:\d+){0,2}", x["messageId"]) for x in deleted), deleted
     assert not any("deleted (deleted)" in x["msg"] for x in lines)
     summaries = [x for x in lines if "summary" in x]
     assert summaries and sum(s["summary"]["deleted"] for s in summaries) <= len(ids)

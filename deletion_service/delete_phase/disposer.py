@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from deletion_service.broker.copy_publisher import CopyPublisher
-from deletion_service.broker.interface import BrokerError, Outgoing, Received
+from deletion_service.broker.interface import BrokerError, Outgoing, Received, display_message_id
 from deletion_service.delete_phase import decision, dispose, lifecycle
 from deletion_service.delete_phase.ack_tally import AckTally
 from deletion_service.delete_phase.decision import Action
@@ -190,7 +190,7 @@ class Disposer:
                 self._try_later(d, str(e))
                 return
             except Exception as e:  # noqa: BLE001 - e.g. a delay the client cannot represent
-                _log.exception("disposing of %s failed", d.message.message_id)
+                _log.exception("disposing of %s failed", display_message_id(d.message.message_id))
                 why = f"{type(e).__name__}: {e}"
                 if lifecycle.on_unexpected_error(d) != Event.REDECIDE:
                     self._try_later(d, why)
@@ -246,14 +246,15 @@ class Disposer:
         d.fail(time.monotonic(), self.limits.dispose_backoff_s)
         self.metrics.dispose_failures.inc()
         if not quiet:
-            _log.warning("could not dispose of %s (%s): will retry", d.message.message_id, why)
+            _log.warning("could not dispose of %s (%s): will retry", display_message_id(d.message.message_id), why)
         self.awaiting_next_try.append(d)
         self.metrics.undisposed.set(len(self.awaiting_next_try))
 
     def _log_outcome(self, d: Disposal) -> None:
         action, out = d.decided, outward(d.decided)
-        what = d.request.describe() if d.request else f"message {d.message.message_id}"
-        fields = {"outcome": out.outcome.value, "reason": action.reason, "messageId": d.message.message_id,
+        message_id = display_message_id(d.message.message_id)  # as the CLI shows and takes it: L:E[:P[:B]]
+        what = d.request.describe() if d.request else f"message {message_id}"
+        fields = {"outcome": out.outcome.value, "reason": action.reason, "messageId": message_id,
                   "attempts": dispose.attempts(d.message)}
         if d.request is not None:
             fields.update(ledger=d.request.ledger_id, ledgerType=d.request.ledger_type.value,
