@@ -136,7 +136,8 @@ def all_on_emptydir() -> dict[str, dict]:
 
 
 def test_defaults_render_the_workloads_and_no_operator_objects(defaults: dict[str, dict]) -> None:
-    assert set(defaults) == {"ConfigMap", "StatefulSet", "Service", "ServiceAccount", "PodDisruptionBudget", "CronJob"}
+    assert set(defaults) == {"ConfigMap", "StatefulSet", "Service", "ServiceAccount", "PodDisruptionBudget", "CronJob",
+                             "PersistentVolumeClaim"}  # the scan's reports (tests/test_scan31_helm.py)
 
 
 def test_all_options_on_adds_the_operator_objects(all_on: dict[str, dict]) -> None:
@@ -147,6 +148,7 @@ def test_all_options_on_adds_the_operator_objects(all_on: dict[str, dict]) -> No
         "ServiceAccount",
         "PodDisruptionBudget",
         "CronJob",
+        "PersistentVolumeClaim",
         "ServiceMonitor",
         "PrometheusRule",
     }
