@@ -8,6 +8,7 @@ A misspelt key fails loudly: a silently ignored safety setting is worse than non
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import tomllib
@@ -24,6 +25,12 @@ from deletion_service.errors import UserError
 ENV_PREFIX = "LEDGER_DELETION_"
 DEFAULT_TOPIC = "persistent://pulsar/system/__ledger_deletion"
 SECRET_KEYS = frozenset({"adminTokenFile", "metadataStoreDigestFile", "brokerAuthTokenFile"})
+#: ``LEDGER_DELETION_*`` variables that are not config keys: the connection options (``--metadata-store``
+#: …), the secrets only the environment carries, and the failpoints of the tests and the soak.
+OTHER_ENV = frozenset({
+    "LEDGER_DELETION_METADATA_STORE", "LEDGER_DELETION_BOOKKEEPER_METADATA_STORE", "LEDGER_DELETION_BROKER_URL",
+    "LEDGER_DELETION_WEB_SERVICE_URL", "LEDGER_DELETION_DATA_DIR", "LEDGER_DELETION_METADATA_STORE_DIGEST",
+    "LEDGER_DELETION_ADMIN_TOKEN", "LEDGER_DELETION_FAILPOINTS"})
 
 
 class DeletionConfig(BaseModel):
@@ -157,6 +164,7 @@ def load_config(
             layers.append((Source("env", env_name(key)), {key: env[env_name(key)]}))
     layers.append((Source("flag"), {k: v for k, v in (overrides or {}).items() if v is not None}))
     known = {to_camel(name) for name in DeletionConfig.model_fields}
+    _check_env_names(env, known)
     for source, values in layers:
         for key, value in values.items():
             if key not in known:  # snake_case too: one spelling, Pulsar's, so a key is never set twice
@@ -173,6 +181,18 @@ def load_config(
         where = sources[key].where() if key in sources else "config"
         raise UserError(f"invalid value for {key} in {where}: {err.get('input')!r} ({_in_our_words(err)})") from e
     return LoadedConfig(config, {key: sources.get(key, DEFAULT) for key in config.camel()})
+
+
+def _check_env_names(env: Mapping[str, str], known: set[str]) -> None:
+    """A ``LEDGER_DELETION_*`` variable that names no key is an error, as an unknown key in the file is:
+    ``LEDGER_DELETION_MIN_LEDGER_AGE_SECOND=5`` silently ignored would keep the one-day default."""
+    names = {env_name(key) for key in known} | OTHER_ENV
+    for variable in sorted(v for v in env if v.startswith(ENV_PREFIX) and v not in names):
+        suffixes = sorted(n.removeprefix(ENV_PREFIX) for n in names)  # the shared prefix would make all look close
+        close = difflib.get_close_matches(variable.removeprefix(ENV_PREFIX), suffixes, n=1, cutoff=0.75)
+        hint = f"; did you mean {ENV_PREFIX}{close[0]}?" if close else ""
+        raise UserError(f"unknown environment variable {variable}{hint} (config keys are "
+                        f"{ENV_PREFIX}<UPPER_SNAKE> of the camelCase keys 'ledger-deletion config show' lists)")
 
 
 def _in_our_words(err: Any) -> str:

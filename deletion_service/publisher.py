@@ -22,6 +22,13 @@ from deletion_service.model import PendingDeleteLedgerInfo, encode
 from deletion_service.topics import NAMESPACE_TOPIC, DeletionTopics, beside, namespace_of_topic
 
 
+def route(request: PendingDeleteLedgerInfo, topics: DeletionTopics, namespace_scope: bool) -> DeletionTopics:
+    """Where a new request goes (see :meth:`RequestPublisher.topics_for`); ``enqueue --dry-run`` shows it."""
+    if not namespace_scope:
+        return topics
+    return beside(f"persistent://{namespace_of_topic(request.topic_name)}/{NAMESPACE_TOPIC}", topics)
+
+
 class RequestPublisher:
     def __init__(self, broker: BrokerClient, topics: DeletionTopics, namespace_scope: bool = False) -> None:
         self.broker = broker
@@ -51,9 +58,7 @@ class RequestPublisher:
         operator's ``enqueue``, which make the request: the namespace it lands in is the one it names,
         and the daemon checks exactly that.  A request read back from somewhere (a DLQ) is a claim,
         and goes back where it was read (:meth:`send_request_to`), never where it says."""
-        if not self.namespace_scope:
-            return self.topics
-        return beside(f"persistent://{namespace_of_topic(request.topic_name)}/{NAMESPACE_TOPIC}", self.topics)
+        return route(request, self.topics, self.namespace_scope)
 
     def send_request(self, request: PendingDeleteLedgerInfo) -> str:
         """To the request's partition; returns the message id once receipted."""

@@ -39,10 +39,11 @@ from deletion_service.admin.request_body import check_text, json_body, read_capp
 from deletion_service.admin.schemas import Answer, DlqEntryModel, ReadyAnswer, payload_schemas
 from deletion_service.admin.status import add_status_route
 from deletion_service.broker.interface import BrokerError
-from deletion_service.dlq import list_dlq
+from deletion_service.dlq import Selection, list_dlq
 from deletion_service.dlq_marker import MarkerKey
 from deletion_service.inflight import estimated_inflight
 from deletion_service.model import InvalidRequest, decode_payload
+from deletion_service.parked_reasons import PARKED_REASONS, unknown_reason
 from deletion_service.topics import DeletionTopics, namespace_topics
 from metastore.formats import parse_namespace
 
@@ -162,6 +163,11 @@ NamespaceQuery = Annotated[str | None, Query(
     pattern=r"^[-=:.\w]+/[-=:.\w]+$", max_length=400)]
 
 
+ReasonQuery = Annotated[str | None, Query(
+    description="only requests parked for this reason: " + ", ".join(PARKED_REASONS) + " (any other is refused "
+                "with 400, naming these)", max_length=200)]
+
+
 def _scoped(deps: AdminDeps, namespace: str | None) -> list[DeletionTopics] | JSONResponse:
     """Everything this daemon serves (every namespace's topics and the cluster's: see
     :mod:`deletion_service.served`), or ``?namespace=``'s own; 400 for a name Pulsar would refuse."""
@@ -195,13 +201,15 @@ def _add_dlq_route(app: FastAPI, deps: AdminDeps) -> None:
 
     @app.get(DLQ_PATH, response_model=list[DlqEntryModel], **text.DLQ)
     def dlq(limit: Annotated[int, Query(ge=1, le=10_000, description="at most this many entries")]
-            = DEFAULT_DLQ_LIMIT, namespace: NamespaceQuery = None) -> Any:
+            = DEFAULT_DLQ_LIMIT, namespace: NamespaceQuery = None, reason: ReasonQuery = None) -> Any:
         topics = _scoped(deps, namespace)
         if isinstance(topics, JSONResponse):
             return topics
+        if reason is not None and (why := unknown_reason(reason)) is not None:
+            return answer(400, HttpOutcome.INVALID, why)  # a typo must not read as "nothing parked"
         key = MarkerKey.read(deps.service.store if deps.service is not None else None)
         try:
-            entries = list_dlq(deps.broker, topics, key, limit)
+            entries = list_dlq(deps.broker, topics, key, limit, Selection(reason=reason) if reason else None)
         except BrokerError as e:
             return _unavailable(f"broker unavailable: {e}")
         return [e.to_json() for e in entries]

@@ -91,7 +91,8 @@ DLQ: dict[str, Any] = {
                    "listing acknowledges nothing and holds nothing back, so concurrent listings (and "
                    "`ledger-deletion dlq list`) all see every parked request. `messageId` is `LEDGER:ENTRY`, "
                    "as `dlq purge` and `dlq requeue` take it.",
-    "responses": {400: documented_answer("`limit` is not an integer in range, or `namespace` not TENANT/NAMESPACE"),
+    "responses": {400: documented_answer("`limit` is not an integer in range, `namespace` not TENANT/NAMESPACE, "
+                                        "or `reason` not a reason a request is ever parked for"),
                   503: documented_answer("the broker is unreachable", RETRY_AFTER_REQUIRED)},
 }
 

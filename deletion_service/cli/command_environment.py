@@ -11,10 +11,16 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from deletion_service.broker.interface import BrokerClient
-from deletion_service.cli.connections import connect_broker, offload_settings, open_metadata_store
+from deletion_service.cli import ui
+from deletion_service.cli.connections import (
+    connect_broker,
+    make_data_dir,
+    new_data_dir_note,
+    offload_settings,
+    open_metadata_store,
+)
 from deletion_service.cli.options import CommonOptions
 from deletion_service.cluster_writer import ClusterWriter
 from deletion_service.config import DeletionConfig
@@ -39,6 +45,7 @@ class CommandEnvironment:
     embedded_broker: BrokerInfo | None = None
     started_broker: bool = False  # this command started the embedded broker (its metrics are not warm yet)
     embedded: EmbeddedBroker | None = None
+    created_data_dir: bool = False  # the embedded data dir did not exist: this command made it, empty
     _stack: ExitStack = field(default_factory=ExitStack, repr=False)
 
     def close(self) -> None:
@@ -62,8 +69,9 @@ def open_environment(opts: CommonOptions, config: DeletionConfig, own_broker: bo
     empty — an empty one would answer "nothing here" for a mistyped --data-dir."""
     stack = ExitStack()
     try:
-        if opts.embedded and not read_only:
-            _make_data_dir(opts.data_dir)
+        created = opts.embedded and not read_only and make_data_dir(opts.data_dir)
+        if created and not own_broker:  # run and demo say so in their own words (run: in its start line)
+            ui.warn(new_data_dir_note(opts.data_dir))
         store = stack.enter_context(open_metadata_store(opts, config, must_exist=read_only))
         bk_store = store
         if opts.bookkeeper_metadata_store and opts.bookkeeper_metadata_store != opts.metadata_store:
@@ -79,18 +87,10 @@ def open_environment(opts: CommonOptions, config: DeletionConfig, own_broker: bo
         if check_layout:
             _check_layout(bk_store, config)
         return CommandEnvironment(config, store, bk_store, broker, backlog, offload, topics, info, started, embedded,
-                                  stack)
+                                  created, stack)
     except BaseException:
         stack.close()
         raise
-
-
-def _make_data_dir(data_dir: Path) -> None:
-    try:
-        Path(data_dir).mkdir(parents=True, exist_ok=True)
-    except PermissionError as e:
-        raise UserError(f"cannot create data dir {Path(data_dir).absolute()}: permission denied; "
-                        "choose another --data-dir") from e
 
 
 def _backlog_source(opts: CommonOptions, config: DeletionConfig, info: BrokerInfo | None) -> BacklogSource:

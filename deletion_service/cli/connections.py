@@ -12,20 +12,26 @@ it either.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from deletion_service.broker.interface import BrokerClient, BrokerError
+from deletion_service.cli import ui
 from deletion_service.cli.options import CommonOptions
 from deletion_service.config import DeletionConfig
 from deletion_service.embedded.broker import EmbeddedBroker
-from deletion_service.errors import UserError
+from deletion_service.errors import UsageError, UserError
 from deletion_service.publisher import RequestPublisher
 from deletion_service.topics import DeletionTopics
 from metastore import MetadataStore, open_store
 from offloaders.allow_list import AllowList
 from offloaders.registry import OffloaderSettings
+
+#: How long a broker host may take to accept a TCP connection before the client is left to try.
+PROBE_TIMEOUT_S = 3.0
 
 
 def embedded_store_url(data_dir: Path) -> str:
@@ -60,6 +66,26 @@ def open_metadata_store(opts: CommonOptions, config: DeletionConfig, bookkeeper:
     return open_store(url, digest_file=config.metadata_store_digest_file, create=not must_exist)
 
 
+def make_data_dir(data_dir: Path) -> bool:
+    """Create the embedded mode's data dir if missing; True when it was created now (so empty)."""
+    path = Path(data_dir)
+    if path.is_dir():
+        return False
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except PermissionError as e:
+        raise UserError(f"cannot create data dir {path.absolute()}: permission denied; "
+                        "choose another --data-dir") from e
+    return True
+
+
+def new_data_dir_note(data_dir: Path) -> str:
+    """What to tell an operator whose command just created a data dir: a mistyped --data-dir
+    otherwise looks like an embedded cluster with nothing in it."""
+    return (f"created a new, empty data dir {Path(data_dir).absolute()} (no embedded cluster was there; "
+            "if you meant an existing one, check --data-dir)")
+
+
 def offload_settings(opts: CommonOptions, config: DeletionConfig) -> OffloaderSettings:
     """The tiered storage a command may touch: the allow-list, and the filesystem offloader's
     root (the embedded mode's ``<data-dir>/offload`` unless configured)."""
@@ -80,7 +106,10 @@ def connect_broker(opts: CommonOptions, config: DeletionConfig, topics: Deletion
     known = None
     if opts.broker_url:
         url = opts.broker_url
+        probe_broker(url)
     else:
+        if make_data_dir(opts.data_dir):
+            ui.warn(new_data_dir_note(opts.data_dir))
         embedded = EmbeddedBroker(opts.data_dir)
         if request_topics:  # before starting anything: a refusal leaves a running broker alone
             check_partitions(topics, embedded)
@@ -97,6 +126,34 @@ def connect_broker(opts: CommonOptions, config: DeletionConfig, topics: Deletion
     if request_topics and embedded is None and config.ledger_deletion_topic_scope == "cluster":
         check_partitions(topics, broker)
     return broker, embedded
+
+
+def probe_broker(url: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
+    """Fail at once, in one sentence, when no host of ``url`` accepts a TCP connection.
+
+    The Pulsar client retries a refused connection until its operation timeout (30 s; 15 s for
+    a lookup) and then says only "TimeOut".  A refusal or an unknown host is certain at once, so
+    it is said at once; a host that does not answer within ``timeout_s`` (a slow or distant
+    broker) is left to the client and its timeouts."""
+    parsed = urlsplit(url)
+    default_port = 6651 if parsed.scheme.endswith("+ssl") else 6650
+    hosts = [h for h in parsed.netloc.rpartition("@")[2].split(",") if h]
+    problems = []
+    for host in hosts:
+        name, _, port = host.rpartition(":") if host.rsplit(":", 1)[-1].isdigit() else (host, "", "")
+        try:
+            socket.create_connection((name.strip("[]"), int(port or default_port)), timeout=timeout_s).close()
+            return
+        except TimeoutError:
+            return  # slow, not absent: the client's own timeouts decide
+        except socket.gaierror:
+            problems.append(f"unknown host {name}")
+        except OSError as e:
+            problems.append((f"{host}: " if len(hosts) > 1 else "") + (e.strerror or str(e)).lower())
+    if problems:
+        raise UserError(f"cannot connect to the broker at {url}: {'; '.join(problems)} (is the broker running, "
+                        "and is --broker-url right?)")
+    raise UsageError(f"--broker-url {url!r} names no host; expected pulsar://host:6650")
 
 
 @contextmanager
@@ -130,8 +187,8 @@ def check_partitions(topics: DeletionTopics, where: BrokerClient | EmbeddedBroke
         return
     try:
         found = where.partitions(topics.base)
-    except BrokerError as e:
-        raise UserError(f"cannot read the partitions of {topics.base}: {e}") from e
+    except BrokerError as e:  # it names the topic and the broker already
+        raise UserError(str(e)) from e
     if found > topics.partitions:
         raise UserError(
             f"{topics.base} has {found} partitions but twoPhaseDeletionLedgerDeletionParallelism is "

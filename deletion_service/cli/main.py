@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import json as json_module
 import logging
 import os
 import signal
@@ -138,7 +139,10 @@ def root(
     settings: Annotated[list[str] | None, typer.Option(
         "--set", metavar="KEY=VALUE",
         help="override one config key, e.g. --set minLedgerAgeSeconds=60 (repeatable; beats env and file)")] = None,
-    json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+    json: Annotated[bool, typer.Option(
+        "--json", help="machine-readable output; an error is one JSON object on stderr")] = False,
+    wide: Annotated[bool, typer.Option(
+        "--wide", help="tables as plain full-width columns on a terminal too (always so when piped)")] = False,
     debug: Annotated[bool, typer.Option("--debug", help="show tracebacks and debug logs")] = False,
     version: Annotated[bool, typer.Option(
         "--version", help="print the version and exit", is_eager=True, callback=_print_version)] = False,
@@ -147,7 +151,7 @@ def root(
         metadata_store=metadata_store, bookkeeper_metadata_store=bookkeeper_metadata_store,
         broker_url=broker_url, web_service_url=web_service_url, data_dir=data_dir, config=config,
         settings=tuple(settings or ()),
-        json=json, debug=debug,
+        json=json, wide=wide, debug=debug,
     )
 
 
@@ -155,8 +159,11 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)  # loaded: Ctrl-C may now unwind (see cli/__init__)
     args = options.hoist_common_options(list(sys.argv[1:] if argv is None else argv))
     debug = "--debug" in args
+    as_json = "--json" in args[:args.index("--")] if "--" in args else "--json" in args
     _configure_logging(debug)
     try:
+        if as_json:
+            return _run_for_json(args)
         # Standalone mode: click prints usage errors itself and exits 2.
         app(args=args, prog_name="ledger-deletion", standalone_mode=True)
     except SystemExit as e:
@@ -164,15 +171,41 @@ def main(argv: list[str] | None = None) -> int:
             print("interrupted", file=sys.stderr)
         return e.code if isinstance(e.code, int) else (0 if e.code is None else EXIT_FAILURE)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        report_error("interrupted", EXIT_INTERRUPTED, as_json, prefix="")
         return EXIT_INTERRUPTED
     except Exception as e:  # noqa: BLE001 - the one place that turns errors into a line
         if debug:
             raise
         code, message = describe(e)
-        print(f"error: {message}", file=sys.stderr)
+        report_error(message, code, as_json)
         return code
     return 0
+
+
+def _run_for_json(args: list[str]) -> int:
+    """The command with ``--json``: click's own usage errors too become one JSON object
+    (standalone mode would print click's usage text), with the exit code click gives them."""
+    try:
+        code = app(args=args, prog_name="ledger-deletion", standalone_mode=False)
+    except click.ClickException as e:  # (typer's suggestion is in the message already; click would add it again)
+        report_error(e.message if "Did you mean" in e.message else e.format_message(), e.exit_code, as_json=True)
+        return e.exit_code
+    except click.exceptions.Abort as e:  # Ctrl-C, or a confirmation declined
+        interrupted = isinstance(e.__cause__, KeyboardInterrupt)
+        code = EXIT_INTERRUPTED if interrupted else EXIT_FAILURE
+        report_error("interrupted" if interrupted else "aborted", code, as_json=True)
+        return code
+    return code if isinstance(code, int) else 0
+
+
+def report_error(message: str, code: int, as_json: bool, prefix: str = "error: ") -> None:
+    """An error as one line on stderr: ``error: …``, or with ``--json`` one JSON object
+    ``{"error": "…", "exitCode": N}`` (stdout keeps only results, so a script's parser never
+    meets an error there; the exit code is the same either way)."""
+    if as_json:
+        print(json_module.dumps({"error": message, "exitCode": code}, ensure_ascii=False), file=sys.stderr)
+    else:
+        print(f"{prefix}{message}", file=sys.stderr)
 
 
 def _configure_logging(debug: bool) -> None:

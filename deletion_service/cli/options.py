@@ -27,6 +27,7 @@ COMMON_OPTIONS: dict[str, bool] = {
     "--config": True,
     "--set": True,
     "--json": False,
+    "--wide": False,
     "--debug": False,
 }
 
@@ -43,6 +44,7 @@ class CommonOptions:
     config: Path | None = None
     settings: tuple[str, ...] = ()  # --set KEY=VALUE, highest precedence
     json: bool = False
+    wide: bool = False  # tables as plain full-width columns on a terminal too (always so when piped)
     debug: bool = False
 
     @property

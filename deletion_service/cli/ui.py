@@ -1,11 +1,33 @@
-"""Shared bits of terminal output."""
+"""Shared bits of terminal output.
+
+**Tables never shorten a value.**  An id, a topic or a time cut to ``persistent://…`` is
+worse than none: it cannot be grepped, copied or typed back.  :func:`show_table` prints
+a command's ``rich`` table in one of two ways:
+
+* stdout is not a terminal (a pipe, a file, ``grep``), or ``--wide``: plain columns aligned
+  with spaces, full values, one row per line, no borders or colours (as ``kubectl get``
+  does), after the title on a line of its own;
+* a terminal: the boxed table when it fits the terminal's width whole; else the plain
+  columns too, which the terminal wraps (a boxed table narrowed to fit folds an id or a
+  topic into a column of single letters, or cuts it with "…").
+
+Commands build their ``Table`` as before and hand it here instead of ``Console().print``.
+"""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
-from rich.console import Console
+from rich.console import Console, RenderableType
+from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+from rich.text import Text
+
+#: Between two plain columns (kubectl uses three).
+GAP = "   "
 
 
 def progress(enabled: bool) -> Progress:
@@ -26,3 +48,62 @@ def size(n: int) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")
+
+
+def warn(message: str) -> None:
+    """One line on stderr that does not stop the command (stdout stays clean for --json)."""
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+def utc(ms: int, millis: bool = False) -> str:
+    """Epoch milliseconds as an ISO time in UTC, ``2026-11-02T16:01:29Z`` (``.123Z`` with ``millis``):
+    the same in every table, whatever the reader's time zone."""
+    moment = datetime.fromtimestamp(ms / 1000, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S") + (f".{ms % 1000:03d}" if millis else "") + "Z"
+
+
+def show_table(table: Table, wide: bool = False, console: Console | None = None) -> None:
+    """Print ``table`` whole: boxed on a terminal when it fits the terminal's width, else (piped,
+    ``wide``, or too wide to box) plain columns that the terminal may wrap but nothing cuts."""
+    console = console or Console()
+    if console.is_terminal and not wide and _natural_width(console, table) <= console.width:
+        console.print(table)
+        return
+    console.file.write(plain_table(table))
+    console.file.flush()
+
+
+def _natural_width(console: Console, table: Table) -> int:
+    """How wide ``table`` is with no value folded or cut."""
+    return Measurement.get(console, console.options.update_width(1_000_000), table).maximum
+
+
+def plain_table(table: Table) -> str:
+    """The title on its own line, then the header (unless the table hides it) and the rows, each
+    column as wide as its widest value, right-aligned where the table right-aligns."""
+    columns = table.columns
+    cells = [[_text(cell) for cell in column.cells] for column in columns]
+    rows = [list(row) for row in zip(*cells, strict=True)] if cells else []
+    if table.show_header:
+        rows.insert(0, [_text(column.header) for column in columns])
+    widths = [max((len(row[i]) for row in rows), default=0) for i in range(len(columns))]
+    lines = [_text(table.title)] if table.title else []
+    for row in rows:
+        parts = [value.rjust(width) if column.justify == "right" else value.ljust(width)
+                 for value, width, column in zip(row, widths, columns, strict=True)]
+        lines.append(GAP.join(parts).rstrip())
+    return "".join(line + "\n" for line in lines)
+
+
+def _text(value: RenderableType | None) -> str:
+    """A cell as plain text: markup and styles dropped, on one line."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        text = Text.from_markup(value).plain
+    elif isinstance(value, Text):
+        text = value.plain
+    else:
+        text = str(value)
+    return " ".join(text.split("\n"))
+

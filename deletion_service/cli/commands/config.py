@@ -8,10 +8,9 @@ from typing import Any
 
 import click
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from deletion_service.cli import options, settings
+from deletion_service.cli import options, settings, ui
 from deletion_service.config import SECRET_KEYS, LoadedConfig
 
 #: Secrets that only ever come from the environment: shown as set, never shown.
@@ -38,7 +37,7 @@ def show(ctx: typer.Context) -> None:
     table.add_column("source", overflow="fold")
     for key, value, source in rows:
         table.add_row(key, json.dumps(value, default=str), source)
-    Console().print(table)
+    ui.show_table(table, opts.wide)
 
 
 #: Connection options: (row name, CommonOptions attribute / root parameter name, env var).

@@ -21,9 +21,10 @@ from typing import Annotated, assert_never
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from deletion_service.cli import connections, options, settings
+from deletion_service.cli import connections, known_names, options, settings, ui
 from deletion_service.cursor import CursorError, health, parse_position, persistence
 from deletion_service.cursor.ack_budget import PersistBudget
 from deletion_service.cursor.metrics import AckStateMetrics, EpochMetrics
@@ -99,7 +100,7 @@ def reset(
         table.add_column(column)
     table.add_row(*(f"{p.ledger_id}:{p.entry_id}" for p in (outcome.previous, outcome.position, outcome.mark_delete)),
                   str(outcome.epoch), str(outcome.version) + (" (unchanged)" if dry_run else ""))
-    Console().print(table)
+    ui.show_table(table, opts.wide)
 
 
 def _explicit_position(text: str) -> Position | None:
@@ -185,14 +186,14 @@ def health_command(
     tenant, namespace = options.parse_scope(tenant, namespace)
     config = settings.load(opts).config
     with connections.open_metadata_store(opts, config, must_exist=True) as store:
+        known_names.check_scope(store, tenant, namespace)
         rows = health.check(store, PersistBudget.from_config(config), tenant, namespace)
     shown = rows if all_cursors else [r for r in rows if r.status is not health.Status.OK]
     if opts.json:
         typer.echo(json.dumps({"checked": len(rows), "cursors": health_json(shown)}, indent=2))
         return
-    console = Console()
     if not shown:
-        console.print(f"[green]all {len(rows)} cursors are within their persist budget[/green]")
+        Console().print(f"[green]all {len(rows)} cursors are within their persist budget[/green]")
         return
     table = Table(title=f"cursor health — {len(shown)} of {len(rows)} cursors")
     for column in ("topic", "subscription", "state", "budget", "used", "ranges", "status"):
@@ -200,6 +201,6 @@ def health_command(
     for r in shown:
         used = "—" if r.status in (health.Status.CURSOR_LEDGER, health.Status.UNDECODABLE) else f"{r.share:.0%}"
         status = r.status.value + (f" {r.cursor_ledger}" if r.cursor_ledger is not None else "")
-        table.add_row(r.topic, r.subscription, f"{r.state_bytes:,} B", f"{r.budget:,} B", used, f"{r.ranges:,}",
-                      f"[{_style(r.status)}]{status}[/]")
-    console.print(table)
+        table.add_row(escape(r.topic), escape(r.subscription), f"{r.state_bytes:,} B", f"{r.budget:,} B", used,
+                      f"{r.ranges:,}", f"[{_style(r.status)}]{status}[/]")
+    ui.show_table(table, opts.wide)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Annotated, TypeVar
 
 import typer
-from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from deletion_service import dlq as dlq_mod
@@ -25,6 +25,7 @@ from deletion_service.cli.command_environment import CommandEnvironment, open_en
 from deletion_service.dlq_marker import MarkerKey
 from deletion_service.errors import UsageError, UserError
 from deletion_service.orphans.scan_options import parse_duration
+from deletion_service.parked_reasons import unknown_reason
 from deletion_service.publisher import RequestPublisher
 from deletion_service.served import everything_served
 from deletion_service.topics import DeletionTopics
@@ -59,6 +60,8 @@ def selection(ids: list[str] | None, reason: str | None, older_than: str | None,
         raise UsageError(f"--older-than expects a duration like 90m, 6h or 2d, got {older_than!r}") from None
     if everything and (ids or reason or older_than):
         raise UsageError("--all selects every parked request: give it alone, or select by id or filter instead")
+    if reason is not None and (why := unknown_reason(reason)) is not None:
+        raise UsageError(f"--reason: {why}")
     chosen = dlq_mod.Selection(frozenset(ids or ()), reason,
                                int((time.time() - age_s) * 1000) if age_s is not None else None, everything)
     if required and chosen.empty:
@@ -83,15 +86,22 @@ def list_parked(
     if opts.json:
         typer.echo(json.dumps([e.to_json() for e in entries], indent=2))
         return
+    ui.show_table(parked_table(entries), opts.wide)
+
+
+def parked_table(entries: list[dlq_mod.DlqEntry]) -> Table:
+    """One row per parked request, every value whole: ids, ledger and topic as typed back, the time
+    in UTC; the free-text last error comes last, so the columns before it stay aligned."""
     table = Table(title=f"{len(entries)} request(s) in the DLQ")
-    for col in ("message id", "request", "reason", "last error", "attempts", "parked at"):
-        table.add_column(col, no_wrap=col in ("message id", "reason"))
+    for col in ("message id", "ledger", "type", "topic", "reason", "attempts", "parked at (UTC)", "last error"):
+        table.add_column(col, justify="right" if col in ("ledger", "attempts") else "left")
     for e in entries:
-        what = (f"{e.request['ledgerType']} {e.request['ledgerId']} of {e.request['topicName']}"
-                if e.request else "[red]undecodable payload")
-        parked = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.published_ms / 1000))
-        table.add_row(e.message_id, what, e.reason, e.last_error[:80], str(e.attempts), parked)
-    Console().print(table)
+        r = e.request
+        ledger, kind, topic = ((str(r.get("ledgerId")), str(r.get("ledgerType")), str(r.get("topicName")))
+                               if r else ("-", "-", "[red](undecodable payload)[/]"))
+        table.add_row(e.message_id, ledger, kind, escape(topic) if r else topic, escape(e.reason or "-"),
+                      str(e.attempts), ui.utc(e.published_ms), escape(e.last_error or "-"))
+    return table
 
 
 def requeue(ctx: typer.Context, ids: IdsArg = None, reason: ReasonOpt = None, older_than: OlderOpt = None,

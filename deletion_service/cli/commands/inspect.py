@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Annotated, Any, assert_never
 
 import typer
-from rich.console import Console
 
-from deletion_service.cli import connections, options, settings
+from deletion_service.cli import connections, options, settings, ui
 from deletion_service.cli.commands import inspect_render
 from deletion_service.cursor.ack_budget import PersistBudget
 from deletion_service.errors import UsageError, UserError
@@ -102,9 +101,8 @@ def _show(opts: options.CommonOptions, what: str, data: bytes, source: str, deco
     if opts.json:
         typer.echo(json.dumps(as_json(decoded), indent=2))
         return
-    console = Console()
     for table in tables(decoded, f"{what} — {source}"):
-        console.print(table)
+        ui.show_table(table, opts.wide)
 
 
 @app.command("managed-ledger", help="A managed ledger's ledger list, offload state and properties.")

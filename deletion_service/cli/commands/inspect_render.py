@@ -11,6 +11,7 @@ from typing import Any
 
 from rich.table import Table
 
+from deletion_service.cli import ui
 from deletion_service.cursor.health import state_size
 from metastore.formats import LedgerMetadata, ManagedCursorInfo, ManagedLedgerInfo, Position
 
@@ -91,9 +92,19 @@ def _dash(v: object) -> str:
     return "—" if v is None else str(v)
 
 
+def _when(ms: int | None) -> str:
+    """Epoch milliseconds for people: an ISO time in UTC (``--json`` keeps the raw number).
+    0 is what Pulsar writes for "never" (a cursor not active since the field existed)."""
+    if ms is None:
+        return "—"
+    if ms <= 0:
+        return f"never ({ms})"
+    return ui.utc(ms, millis=True)
+
+
 def managed_ledger_table(info: ManagedLedgerInfo, title: str) -> list[Table]:
     ledgers = Table(title=title)
-    for col in ("ledger", "entries", "size", "timestamp", "offloaded"):
+    for col in ("ledger", "entries", "size", "timestamp (UTC)", "offloaded"):
         ledgers.add_column(col, justify="right" if col != "offloaded" else "left")
     for ledger in info.ledgers:
         ctx = ledger.offload_context
@@ -104,7 +115,7 @@ def managed_ledger_table(info: ManagedLedgerInfo, title: str) -> list[Table]:
             bk = ", BookKeeper copy deleted" if ctx.bookkeeper_deleted else ""
             offload = f"{ctx.driver_name or '?'} {bucket} ({state}{bk})".strip()
         ledgers.add_row(str(ledger.ledger_id), _dash(ledger.entries), _dash(ledger.size),
-                        _dash(ledger.timestamp), offload)
+                        _when(ledger.timestamp), offload)
     tables = [ledgers]
     extra = _kv_table("properties", info.properties)
     if info.terminated_position is not None:
@@ -120,7 +131,7 @@ def cursor_table(info: ManagedCursorInfo, title: str, budget: int) -> list[Table
                  else f"cursor ledger {info.cursors_ledger_id}")
     md = info.mark_delete
     main.add_row("mark-delete position", "—" if md is None else f"{md.ledger_id}:{md.entry_id}")
-    main.add_row("last active (ms)", _dash(info.last_active))
+    main.add_row("last active (UTC)", _when(info.last_active))
     main.add_row("compression", info.compression.name)
     state = ack_state_json(info, budget)
     verdict = "[bold red]over budget[/]" if state["overBudget"] else "within budget"
@@ -144,8 +155,9 @@ def bk_ledger_table(meta: LedgerMetadata, title: str, znode_ctime_ms: int | None
     data = bk_ledger_json(meta, znode_ctime_ms)
     main = Table(title=title, show_header=False)
     for key in ("formatVersion", "state", "length", "lastEntryId", "ensembleSize", "writeQuorumSize",
-                "ackQuorumSize", "ctime"):
+                "ackQuorumSize"):
         main.add_row(key, _dash(data[key]))
+    main.add_row("ctime (UTC)", _when(data["ctime"]))
     for seg in meta.segments:
         main.add_row(f"ensemble from entry {seg.first_entry_id}", ", ".join(seg.ensemble))
     return [main, _kv_table("custom metadata", data["customMetadata"])]

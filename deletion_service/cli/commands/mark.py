@@ -13,11 +13,15 @@ from rich.table import Table
 
 from deletion_service.broker.interface import display_message_id
 from deletion_service.cli import connections, options, settings, ui
+from deletion_service.cli.commands import enqueue_checks
+from deletion_service.config import DeletionConfig
 from deletion_service.errors import UsageError, UserError
 from deletion_service.mark_phase import enqueue as enqueue_mod
 from deletion_service.mark_phase.pick import OffloadLocation
 from deletion_service.mark_phase.trim import trim as run_trim
-from deletion_service.model import PendingDeleteLedgerInfo
+from deletion_service.model import PendingDeleteLedgerInfo, encode
+from deletion_service.publisher import route
+from deletion_service.topics import DeletionTopics
 
 
 class Component(StrEnum):
@@ -45,12 +49,48 @@ def _single_request(topic: str | None, ledger_id: int | None, component: Compone
         raise UsageError(str(e).replace("payload: Value error, ", "").replace("Value error, ", "")) from e
 
 
-def _report_sent(as_json: bool, ids: list[str], destinations: list[str]) -> None:
+def _report_sent(as_json: bool, ids: list[str], destinations: list[str], doubts: list[str]) -> None:
+    """What was sent; a doubt about it (a ledger that exists nowhere) in the JSON, or as warnings on stderr."""
     if as_json:
-        typer.echo(json.dumps({"sent": len(ids), "messageIds": ids}))
-    else:
-        typer.echo(f"sent {len(ids)} deletion request(s) to {', '.join(destinations)}"
-                   + (f": {ui.ids(ids)}" if ids else ""))
+        typer.echo(json.dumps({"sent": len(ids), "messageIds": ids, "warnings": doubts}))
+        return
+    typer.echo(f"sent {len(ids)} deletion request(s) to {', '.join(destinations)}"
+               + (f": {ui.ids(ids)}" if ids else ""))
+    for doubt in doubts:
+        ui.warn(doubt)
+
+
+def _report_dry_run(as_json: bool, cfg: DeletionConfig, requests: list[PendingDeleteLedgerInfo],
+                    doubts: list[str]) -> None:
+    """Each request as it would be sent, and the partition it would go to; nothing is connected to."""
+    topics = DeletionTopics.from_config(cfg)
+    scope = cfg.ledger_deletion_topic_scope == "namespace"
+    planned = [(route(r, topics, scope).partition_for(r.ledger_id), r) for r in requests]
+    if as_json:
+        typer.echo(json.dumps({"dryRun": True, "wouldSend": len(planned), "warnings": doubts, "requests": [
+            {"topic": topic, "payload": json.loads(encode(r))} for topic, r in planned]}))
+        return
+    typer.echo(f"dry run: would send {len(planned)} deletion request(s); nothing was sent")
+    for topic, r in planned:
+        typer.echo(f"{topic}  {encode(r).decode()}")
+    for doubt in doubts:
+        ui.warn(doubt)
+
+
+def _send(opts: options.CommonOptions, cfg: DeletionConfig,
+          requests: list[PendingDeleteLedgerInfo]) -> tuple[list[str], list[str]]:
+    """Send every request (receipted), with a progress bar for many; the receipts and where they went."""
+    with connections.publisher(opts, cfg) as publisher, ui.progress(len(requests) > 1 and not opts.json) as bar:
+        task = bar.add_task("sending", total=len(requests))
+        try:
+            sent = enqueue_mod.send_all(requests, publisher.send_requests, lambda n: bar.update(task, completed=n))
+        except enqueue_mod.NotAllSent as e:
+            unsent = ui.ids([requests[i].ledger_id for i in e.unsent()])
+            raise UserError(f"{e.first}; sent {e.sent} of {len(requests)}; not sent: ledger(s) {unsent} "
+                            "(sending a request again is harmless)") from e
+        # where they went: the cluster's topic, or (namespace scope) each request's namespace's
+        destinations = sorted({publisher.topics_for(r).base for r in requests}) or [cfg.ledger_deletion_topic]
+    return sent, destinations
 
 
 def register(app: typer.Typer) -> None:
@@ -67,6 +107,7 @@ def register(app: typer.Typer) -> None:
             help="cursor name, for MANAGED_CURSOR and DELAYED_INDEX_BUCKET")] = None,
         schema_id: Annotated[str | None, typer.Option(help="schema id, for SCHEMA_STORAGE")] = None,
         from_file: Annotated[Path | None, typer.Option(help="JSON Lines of PendingDeleteLedgerInfo")] = None,
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="show what would be sent; send nothing")] = False,
     ) -> None:
         opts = options.get(ctx)
         if from_file is not None:
@@ -76,17 +117,12 @@ def register(app: typer.Typer) -> None:
         else:
             requests = [_single_request(topic, ledger_id, component, cursor, schema_id)]
         cfg = settings.load(opts).config
-        with connections.publisher(opts, cfg) as publisher, ui.progress(len(requests) > 1 and not opts.json) as bar:
-            task = bar.add_task("sending", total=len(requests))
-            try:
-                sent = enqueue_mod.send_all(requests, publisher.send_requests, lambda n: bar.update(task, completed=n))
-            except enqueue_mod.NotAllSent as e:
-                unsent = ui.ids([requests[i].ledger_id for i in e.unsent()])
-                raise UserError(f"{e.first}; sent {e.sent} of {len(requests)}; not sent: ledger(s) {unsent} "
-                                "(sending a request again is harmless)") from e
-            # where they went: the cluster's topic, or (namespace scope) each request's namespace's
-            destinations = sorted({publisher.topics_for(r).base for r in requests}) or [cfg.ledger_deletion_topic]
-        _report_sent(opts.json, [display_message_id(i) for i in sent], destinations)
+        doubts = enqueue_checks.warnings(opts, cfg, requests[0], dry_run) if from_file is None else []
+        if dry_run:
+            _report_dry_run(opts.json, cfg, requests, doubts)
+            return
+        sent, destinations = _send(opts, cfg, requests)
+        _report_sent(opts.json, [display_message_id(i) for i in sent], destinations, doubts)
 
     @app.command(help="The mark phase for one managed ledger (for topics no broker owns).")
     def trim(

@@ -12,7 +12,7 @@ import typer
 
 from deletion_service import logs
 from deletion_service.audit.wiring import daemon_writer
-from deletion_service.cli import options, settings
+from deletion_service.cli import connections, options, settings
 from deletion_service.cli.admin_wiring import start_admin
 from deletion_service.cli.command_environment import open_environment
 from deletion_service.config import DeletionConfig
@@ -93,6 +93,7 @@ def register(app: typer.Typer) -> None:
                         [(t, env.topics.subscription) for s in service.served for t in s.consumed]
                         + [(s.dlq, env.topics.dlq_subscription) for s in service.served])
                 where = env.embedded_broker.serviceUrl if env.embedded_broker else opts.broker_url
+                _log.info("running against %s", _against(opts, env.created_data_dir))
                 _log.info("delete phase running on %s (%d partitions + RETRY)%s; admin API on %s",
                           where, env.topics.partitions, " [dry run]" if dry_run else "", admin.url)
                 code = daemon.wait(exit_when_idle, max_wait)
@@ -105,6 +106,17 @@ def register(app: typer.Typer) -> None:
                     signal.signal(sig, handler)
             _log.info("stopped")
         raise typer.Exit(code)
+
+
+def _against(opts: options.CommonOptions, created_data_dir: bool) -> str:
+    """What the daemon serves, for its first log line: a mistyped --data-dir or store URL shows here."""
+    store = connections.store_url(opts)
+    bookkeeper = connections.store_url(opts, bookkeeper=True)
+    parts = [f"metadata store {store}"] + ([f"BookKeeper metadata store {bookkeeper}"] if bookkeeper != store else [])
+    parts.append(f"broker {opts.broker_url}" if opts.broker_url else "the embedded broker")
+    parts.append(f"data dir {opts.data_dir.absolute()}"  # the audit trail's home, embedded or not
+                 + (" (created now, empty: check --data-dir if you meant an existing one)" if created_data_dir else ""))
+    return ", ".join(parts)
 
 
 def _restriction(tenant: str | None, namespace: str | None) -> Callable[[str], bool] | None:
