@@ -74,7 +74,10 @@ class BacklogGauges:
             served, subs = self._served(), self._subscriptions
             # one reading each for every namespace served (a broker's statistics are one page)
             consumed = [c for t in served for c in t.consumed]
-            self.metrics.estimated_inflight.set(sum(self.backlog.backlog(consumed, subs.subscription).values()))
+            per_topic = self.backlog.backlog(consumed, subs.subscription)
+            self.metrics.estimated_inflight.set(sum(per_topic.values()))
+            retries = {t.retry for t in served}  # their requests wait on purpose: held{reason} says so
+            self.metrics.unread_requests.set(sum(n for topic, n in per_topic.items() if topic not in retries))
             self.metrics.dlq_size.set(self._dlq_size(served))
             self._read = True
         except BrokerError as e:

@@ -61,23 +61,28 @@ class HeldGauge(Collector):
     Read from the worker when scraped (:meth:`watch`), so it can never lag what ``status`` says; every
     reason is exported, 0 included, from the start (an alert comparing with it needs a sample)."""
 
+    OVERDUE_DOC = ("Held requests whose retry delay ended over a minute ago and are still not taken up: the "
+                   "worker is not keeping up, or stuck (0 while it works)")
+
     def __init__(self, name: str, documentation: str, registry: CollectorRegistry) -> None:
         self.name, self.documentation = name, documentation
         self._source: Callable[[], Mapping[HoldReason, int]] = lambda: {}
+        self._overdue: Callable[[], int] = lambda: 0
         registry.register(self)
 
-    def watch(self, source: Callable[[], Mapping[HoldReason, int]]) -> None:
-        self._source = source
+    def watch(self, source: Callable[[], Mapping[HoldReason, int]], overdue: Callable[[], int]) -> None:
+        self._source, self._overdue = source, overdue
 
     def describe(self) -> list[GaugeMetricFamily]:
-        return [GaugeMetricFamily(self.name, self.documentation, labels=["reason"])]
+        return [GaugeMetricFamily(self.name, self.documentation, labels=["reason"]),
+                GaugeMetricFamily(f"{self.name}_overdue", self.OVERDUE_DOC)]
 
     def collect(self) -> list[GaugeMetricFamily]:
         family = GaugeMetricFamily(self.name, self.documentation, labels=["reason"])
         counts = self._source()
         for reason in HoldReason:
             family.add_metric([reason.value], counts.get(reason, 0))
-        return [family]
+        return [family, GaugeMetricFamily(f"{self.name}_overdue", self.OVERDUE_DOC, value=self._overdue())]
 
 
 def _version() -> str:
@@ -112,6 +117,10 @@ class DeletionMetrics:
         self.dlq_size = LateGauge(f"{PREFIX}_dlq_size", "Messages waiting in the DLQ subscription", r)
         self.estimated_inflight = LateGauge(
             f"{PREFIX}_estimated_inflight", "Backlog of the deletion partitions plus RETRY", r)
+        self.unread_requests = LateGauge(
+            f"{PREFIX}_request_backlog", "Backlog of the deletion partitions alone: requests not yet settled that "
+            "wait for no delay (RETRY's wait on purpose: see held and held_overdue). Topic-wide: every replica "
+            "reports the same figure", r)
 
         self.undisposed = Gauge(
             f"{PREFIX}_undisposed", "Messages decided but not yet acked: their RETRY/DLQ publish or ack keeps "

@@ -14,6 +14,8 @@ import pytest
 from prometheus_client import generate_latest
 
 from deletion_service.metrics import DeletionMetrics
+from deletion_service.orphans.push import scan_registry
+from deletion_service.orphans.summary import ScanSummary
 
 DASHBOARD = Path(__file__).resolve().parents[1] / "deploy" / "grafana" / "ledger-deletion-dashboard.json"
 PROMTOOL = shutil.which("promtool")
@@ -45,8 +47,10 @@ def test_every_query_names_exported_metrics() -> None:
         labelled.labels(type="LEDGER")
     m.dlq_size.set(0)  # the backlog gauges have a sample once the daemon's first reading is in
     m.estimated_inflight.set(0)
-    exported = {line.split("{")[0].split(" ")[0] for line in generate_latest(m.registry).decode().splitlines()
-                if line and not line.startswith("#")}
+    m.unread_requests.set(0)
+    scan = scan_registry(ScanSummary(1, 2, 3, 4, 5, 6, 7, 8, 9, 10_000))  # the scan's pushed gauges
+    exported = {line.split("{")[0].split(" ")[0] for registry in (m.registry, scan)
+                for line in generate_latest(registry).decode().splitlines() if line and not line.startswith("#")}
     used = {n for qs in dashboard_queries().values() for q in qs for n in re.findall(r"\b(pulsar_\w+)", q)}
     assert len(used) >= 7 and used <= exported, used - exported
 

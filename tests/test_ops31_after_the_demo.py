@@ -23,6 +23,7 @@ from deletion_service.embedded.broker import pids_serving, stop_pid
 from tests.cli_runner import run_cli
 from tests.harness import free_port, wait_until
 from tests.test_daemon_cli import _answers, _start_daemon
+from tests.test_ops31_alerts import PROMTOOL, promtool_firing
 
 
 def _get(url: str) -> str:
@@ -98,7 +99,7 @@ def test_verify_counts_the_records_before_the_break(tmp_path: Path, after_demo: 
     assert "1 record(s) before it are whole" in line, line  # seq 1 only; it said 2
 
 
-def test_held_requests_say_why_and_until_when_and_the_figures_agree(after_demo: tuple) -> None:
+def test_held_requests_say_why_and_until_when_and_the_figures_agree(after_demo: tuple, tmp_path: Path) -> None:
     """``status``, ``/metrics`` and the summary line name why the demo's young requests wait and until
     when; the DLQ gauge says what ``dlq list`` says, before and after a requeue."""
     data_dir, _ = after_demo
@@ -122,6 +123,12 @@ def test_held_requests_say_why_and_until_when_and_the_figures_agree(after_demo: 
         assert _sample(text, 'pulsar_ledger_deletion_held{reason="not-yet"}') == 3
         assert _sample(text, 'pulsar_ledger_deletion_held{reason="retry-delay"}') == 0
         assert _sample(text, "process_cpu_seconds_total") is not None
+        # waiting, not stuck: nothing ready in the request partitions, nothing overdue; promtool over
+        # this very scrape, held for 6 h 40 min: only the DLQ's 2 parked requests alert
+        assert _sample(text, "pulsar_ledger_deletion_request_backlog") == 0
+        assert _sample(text, "pulsar_ledger_deletion_held_overdue") == 0
+        if PROMTOOL is not None:
+            assert promtool_firing(text, tmp_path) == {"LedgerDeletionDLQNotEmpty"}
         assert re.search(r'^pulsar_ledger_deletion_build_info\{.*version="', text, flags=re.M)
         listed = json.loads(run_cli("dlq", "list", "--json", "--data-dir", str(data_dir)).stdout)
         assert _sample(text, "pulsar_ledger_deletion_dlq_size") == len(listed) == 2

@@ -52,7 +52,8 @@ class Intake:
         self.settled = settled  # shared with the disposer, which adds what it settles
         self.acked = acked
         self.not_yet_due = NotYetDue()
-        metrics.held.watch(self.not_yet_due.by_reason)  # the held{reason} gauge reads it when scraped
+        # the held{reason} and held_overdue gauges read them when scraped
+        metrics.held.watch(self.not_yet_due.by_reason, lambda: self.not_yet_due.overdue(self._now_ms() - 60_000))
         self.last_message_at = 0.0
         self._retry_paused_until = 0.0  # the RETRY consumer is not read until then (see collect)
         self._handed_back_in_pass = 0

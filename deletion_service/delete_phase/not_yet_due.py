@@ -65,6 +65,10 @@ class NotYetDue:
             counts[of_properties(d.message.properties)] += 1
         return counts
 
+    def overdue(self, before_ms: int) -> int:
+        """How many fell due before ``before_ms`` and are still here (the worker takes due ones first)."""
+        return sum(1 for due, _, _ in self._heap if due < before_ms)
+
     def add(self, d: Disposal) -> None:
         heapq.heappush(self._heap, (d.due_ms, next(self._seq), d))
 

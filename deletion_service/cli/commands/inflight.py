@@ -13,6 +13,7 @@ from rich.table import Table
 from deletion_service.broker.interface import BrokerError
 from deletion_service.cli import options, settings
 from deletion_service.cli.command_environment import CommandEnvironment, open_environment
+from deletion_service.cli.known_names import check_scope
 from deletion_service.errors import UserError
 from deletion_service.inflight import BacklogSource, MetricsBacklog, ReceivedBacklog
 from deletion_service.served import consumed, everything_served
@@ -28,6 +29,8 @@ def inflight(ctx: typer.Context, namespace: options.NamespaceOpt = None) -> None
     opts = options.get(ctx)
     cfg = settings.load(opts).config
     with open_environment(opts, cfg, check_layout=False, read_only=True) as env:
+        if namespace is not None:  # a typo must not read (and subscribe to) a namespace nobody has: "0" says nothing
+            check_scope(env.store, None, namespace)
         where = ([options.scoped_topics(env.topics, namespace)] if namespace is not None
                  else _everything(env))
         source: BacklogSource = env.backlog
