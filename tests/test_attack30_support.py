@@ -1,0 +1,75 @@
+"""Helpers of the ``test_attack30_*`` attacks on daemon replicas (no tests here; the name keeps it among
+the attack files this helper owns).  Built on ``tests/replicas_world.py``: real ``run`` processes,
+one broker, one ZooKeeper."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.request
+
+import pulsar
+
+from deletion_service.cluster_writer import pulsar_custom_metadata
+from deletion_service.failpoints import ENV as FAILPOINTS_ENV
+from metastore.formats.ledger_paths import ledger_path
+from tests.harness import free_port
+from tests.replicas_world import Replica, ReplicaWorld
+
+
+def start_with(replica: Replica, *run_options: str, failpoint: str | None = None) -> Replica:
+    """``replica.start`` with ``run``'s own options (``--namespace``, ``--tenant``), which must follow ``run``."""
+    replica.port = free_port()
+    env = dict(replica.env)
+    env.pop(FAILPOINTS_ENV, None)
+    if failpoint:
+        env[FAILPOINTS_ENV] = failpoint
+    log = open(replica.data_dir.parent / f"{replica.name}.log", "ab")  # noqa: SIM115 - the child's for its life
+    replica.proc = subprocess.Popen([*replica.argv, "run", "--admin-address", f"127.0.0.1:{replica.port}",
+                                     *run_options], stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, env=env)
+    log.close()
+    return replica
+
+
+def orphan(world: ReplicaWorld, ledger_id: int, topic: str) -> int:
+    """A closed Pulsar ledger of ``topic`` no managed ledger lists (``minLedgerAgeSeconds`` is 0 here)."""
+    world.writer.bk_ledger(ledger_id, pulsar_custom_metadata(topic))
+    world.ledgers.append(ledger_id)
+    return ledger_id
+
+
+def exists(world: ReplicaWorld, ledger_id: int) -> bool:
+    return world.store.get(ledger_path(world.writer.root, ledger_id, world.writer.layout)) is not None
+
+
+def request(topic: str, ledger_id: int, reason: str = "orphan", **extra: object) -> bytes:
+    return json.dumps({"topicName": topic, "ledgerComponent": "MANAGED_LEDGER", "ledgerType": "LEDGER",
+                       "ledgerId": ledger_id, "reason": reason, "markedAt": int(time.time() * 1000),
+                       **extra}).encode()
+
+
+def send_raw(service_url: str, topic: str, payload: bytes, properties: dict[str, str] | None = None) -> None:
+    """Produce one message as any client with produce rights on ``topic`` would (no tool of ours)."""
+    client = pulsar.Client(service_url, operation_timeout_seconds=10)
+    try:
+        producer = client.create_producer(topic, batching_enabled=False)
+        producer.send(payload, properties=properties or {})
+        producer.close()
+    finally:
+        client.close()
+
+
+def metrics(replica: Replica) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{replica.port}/metrics", timeout=5) as r:
+        return r.read().decode()
+
+
+def gauge(text: str, name: str) -> float:
+    """The sum of every sample of ``name`` (all label sets) in a /metrics text."""
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name) and (line[len(name):len(name) + 1] in (" ", "{")):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
