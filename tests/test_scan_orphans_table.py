@@ -4,14 +4,16 @@ renders a ScanSummary, which is built by hand."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from deletion_service.cli.commands.scan_orphans import _print
+from deletion_service.cli.commands.scan_orphans import MISSING_LOGGED, _print
 from deletion_service.cli.options import CommonOptions
 from deletion_service.orphans.scan import ScanOutcome
-from deletion_service.orphans.summary import ReportData, ScanSummary
+from deletion_service.orphans.summary import MissingLedger, ReportData, ScanSummary
 
 
 def outcome(summary: ScanSummary) -> ScanOutcome:
@@ -44,3 +46,26 @@ def test_the_json_form_is_the_summary_with_what_was_done(capsys: pytest.CaptureF
     _print(CommonOptions(json=True), outcome(SUMMARY), None, None)
     out = capsys.readouterr().out
     assert '"orphanLedgers": 7' in out and '"orphanObjectBytes": 5242880' in out and '"notListed": {"s3://b"' in out
+
+
+def test_no_missing_ledgers_is_still_a_row(capsys: pytest.CaptureFixture[str]) -> None:
+    """The data-loss alarm shows 0 too: a row that appears only when there is trouble reads, when
+    absent, the same as a scan that never looked (issue 31.9)."""
+    _print(CommonOptions(), outcome(replace(SUMMARY, missing_ledgers=0)), None, None)
+    text = " ".join(capsys.readouterr().out.split())
+    assert "missing ledgers (referenced, absent) │ 0" in text
+
+
+def test_missing_ledgers_are_named_then_counted(capsys: pytest.CaptureFixture[str]) -> None:
+    """A CronJob's log is where an operator looks first: it names the missing ledgers (issue 31.5)."""
+    missing = [MissingLedger(100 + i, "ledger", "persistent://t/ns/x", None) for i in range(MISSING_LOGGED)]
+    data = ReportData(replace(SUMMARY, missing_ledgers=MISSING_LOGGED + 5), missing=missing)
+    done = ScanOutcome(inventories=None, results=None, data=data, from_snapshot=False,  # type: ignore[arg-type]
+                       written=[])
+    _print(CommonOptions(), done, None, None)
+    lines = capsys.readouterr().out.splitlines()
+    assert "missing ledger 100: referenced as ledger by persistent://t/ns/x" in lines
+    assert "… and 5 more missing ledgers (all in missing_ledgers.parquet)" in lines
+    _print(CommonOptions(json=True), done, None, None)
+    assert json.loads(capsys.readouterr().out)["missing"][0] == {"ledgerId": 100, "kind": "ledger",
+                                                                 "topic": "persistent://t/ns/x"}

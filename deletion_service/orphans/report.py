@@ -18,32 +18,20 @@ so matplotlib does not read a name as mathtext.
 
 from __future__ import annotations
 
-import base64
-import io
-import math
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
 
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, MultipleLocator
+from deletion_service.orphans import report_charts as charts
+from deletion_service.orphans.report_charts import TOP_GROUPS, Group
+from deletion_service.orphans.summary import AgeBucket, MissingLedger, ReportData
+from deletion_service.orphans.units import human_bytes, human_duration
 
-from deletion_service.orphans.summary import AgeBucket, MissingLedger, NamespaceTotals, ReportData
+__all__ = ["human_bytes", "human_duration", "render", "write"]
 
-#: Bars per chart before the rest are summed into "other": more bars stop being readable.
-TOP_GROUPS = 20
 #: Rows of the largest-orphans table at most (all orphans are in orphan_ledgers.parquet).
 LARGEST_SHOWN = 100
-#: Chart labels longer than this are cut with "…" (the tables below the charts carry full names).
-LABEL_CHARS = 42
-
-_BK_COLOUR, _TIERED_COLOUR = "#0072B2", "#E69F00"  # Okabe-Ito: distinguishable with colour-blindness
-_DPI = 120
-_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 
 _CSS = """
 :root { color-scheme: light; --ink: #1b1b1b; --muted: #555; --line: #d0d4da; --alarm: #a4001d;
@@ -56,7 +44,10 @@ h1 { font-size: 1.7rem; margin: 0 0 .25rem; } h2 { font-size: 1.3rem; margin: 2r
 .counts { display: flex; flex-wrap: wrap; gap: .75rem; margin: 1rem 0; padding: 0; }
 .counts div { border: 1px solid var(--line); border-radius: .5rem; padding: .6rem 1rem; min-width: 11rem; }
 .counts dt { font-size: .9rem; color: var(--muted); } .counts dd { margin: 0; font-size: 1.6rem; font-weight: 600; }
-.counts .bad { border: 2px solid var(--alarm); background: var(--alarm-bg); } .counts .bad dd { color: var(--alarm); }
+.counts .bad { border: 4px solid var(--alarm); background: var(--alarm-bg); min-width: 15rem;
+               box-shadow: 0 0 0 3px var(--alarm-bg), 0 2px 8px rgba(164, 0, 29, .35); }
+.counts .bad dt { color: var(--alarm); font-weight: 700; } .counts .bad dd { color: var(--alarm); font-size: 2.2rem; }
+.counts .bad a { color: var(--alarm); font-weight: 600; }
 .counts small { display: block; color: var(--muted); font-size: .85rem; }
 .alarm { border: 3px solid var(--alarm); background: var(--alarm-bg); border-radius: .5rem; padding: 0 1rem 1rem; }
 .alarm h2 { color: var(--alarm); }
@@ -105,27 +96,6 @@ def write(data: ReportData, path: Path) -> Path:
 
 # --- formatting -------------------------------------------------------------------------------
 
-def human_bytes(n: int) -> str:
-    """Binary units (``1.5 GiB``): what BookKeeper's and S3's own tools print."""
-    value = float(n)
-    for unit in _UNITS:
-        if abs(value) < 1024 or unit == "PiB":
-            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
-
-
-def human_duration(seconds: int) -> str:
-    """``45 s``, ``12 min``, ``6 h``, ``7 d``, ``2.5 d``: the unit an operator would say."""
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 3600:
-        return f"{seconds // 60} min"
-    if seconds < 86400:
-        return f"{seconds / 3600:.1f}".removesuffix(".0") + " h"
-    return f"{seconds / 86400:.1f}".removesuffix(".0") + " d"
-
-
 def _when(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
@@ -146,16 +116,19 @@ def _table(caption: str, headers: Sequence[tuple[str, bool]], rows: Iterable[Seq
 def _headline(data: ReportData) -> str:
     s = data.summary
     reclaim = s.orphan_ledger_bytes + s.orphan_object_bytes
-    missing_class = " class=\"bad\"" if s.missing_ledgers else ""
+    # The data-loss alarm comes first and, when there is any, looks like one: red, thick, larger.
+    missing = (f'<div id="missing-card" class="bad"><dt>⚠ Missing ledgers</dt><dd>{s.missing_ledgers:,}</dd>'
+               '<small><a href="#missing">possible data loss: see below</a></small></div>' if s.missing_ledgers
+               else f'<div id="missing-card"><dt>Missing ledgers</dt><dd>{s.missing_ledgers:,}</dd></div>')
     return f"""<header id="summary">
 <h1>Orphan-ledger scan</h1>
 <p class="meta">Scanned {escape(_when(s.scanned_at_ms))} with minimum age {escape(human_duration(s.min_age_s))}:
 {s.scanned_ledgers:,} BookKeeper ledgers, {s.references:,} references and {s.scanned_objects:,}
 tiered-storage objects read.</p>
 <dl class="counts">
+{missing}
 <div><dt>Orphan ledgers</dt><dd>{s.orphan_ledgers:,}</dd></div>
 <div><dt>Orphan offloaded objects</dt><dd>{s.orphan_offloaded_objects:,}</dd></div>
-<div{missing_class}><dt>Missing ledgers</dt><dd>{s.missing_ledgers:,}</dd></div>
 <div><dt>Reclaimable</dt><dd title="{reclaim:,} bytes">{escape(human_bytes(reclaim))}</dd>
 <small>BookKeeper {escape(human_bytes(s.orphan_ledger_bytes))} · tiered storage
 {escape(human_bytes(s.orphan_object_bytes))}</small></div>
@@ -258,120 +231,24 @@ referenced after this scan is kept.</li>
 </section>"""
 
 
-# --- charts -----------------------------------------------------------------------------------
+# --- charts (drawn by report_charts) -----------------------------------------------------
 
-@dataclass(frozen=True)
-class _Group:
-    """One bar: a tenant, a namespace, or "other" (the sum of those past the top ones)."""
-
-    name: str
-    ledgers: int
-    ledger_bytes: int
-    objects: int
-    object_bytes: int
-
-    @property
-    def total_bytes(self) -> int:
-        return self.ledger_bytes + self.object_bytes
-
-
-def _groups(rows: Iterable[NamespaceTotals], key: Callable[[NamespaceTotals], str]) -> list[_Group]:
-    """Totals per ``key``, biggest first; past ``TOP_GROUPS`` the rest become one "other" bar."""
-    totals: dict[str, list[int]] = {}
-    for row in rows:
-        t = totals.setdefault(key(row), [0, 0, 0, 0])
-        t[0] += row.orphan_ledgers
-        t[1] += row.orphan_ledger_bytes
-        t[2] += row.orphan_objects
-        t[3] += row.orphan_object_bytes
-    groups = sorted((_Group(name, *t) for name, t in totals.items()),
-                    key=lambda g: (-g.total_bytes, -(g.ledgers + g.objects), g.name))
-    if len(groups) <= TOP_GROUPS + 1:  # "other (1)" would hide a name for no gain
-        return groups
-    rest = groups[TOP_GROUPS:]
-    other = _Group(f"other ({len(rest)})", sum(g.ledgers for g in rest), sum(g.ledger_bytes for g in rest),
-                   sum(g.objects for g in rest), sum(g.object_bytes for g in rest))
-    return groups[:TOP_GROUPS] + [other]
-
-
-def _label(name: str) -> str:
-    """A chart label: cut to ``LABEL_CHARS``, ``$`` escaped (matplotlib reads ``$…$`` as math)."""
-    short = name if len(name) <= LABEL_CHARS else name[: LABEL_CHARS - 1] + "…"
-    return short.replace("$", r"\$")
-
-
-def _png_data_uri(fig: Figure) -> str:
-    """Render with the Agg canvas (no GUI, no global pyplot state) and embed as a ``data:`` URI."""
-    buffer = io.BytesIO()
-    FigureCanvasAgg(fig).print_png(buffer, metadata={"Software": None})
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
-
-
-def _bytes_axis(ax: Axes, largest: int) -> None:
-    """Ticks at round numbers of one binary unit (10 GiB, 20 GiB…), not matplotlib's decimal 9.3 GiB steps."""
-    power = min(len(_UNITS) - 1, int(math.log(largest, 1024))) if largest >= 1 else 0
-    unit = 1024**power
-    steps = (0.25, 0.5, 1, 2, 2.5, 5, 10, 20, 25, 50, 100, 200, 250, 500) if power else (1, 2, 5, 10, 20, 50, 100)
-    step = next((s for s in steps if largest / unit / s <= 6), 1000)
-    ax.xaxis.set_major_locator(MultipleLocator(step * unit))
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x / unit:g} {_UNITS[power]}"))
-
-
-def _groups_figure(groups: Sequence[_Group], what: str) -> Figure:
-    """Two panels sharing the names: reclaimable bytes and orphan counts, each stacked by storage."""
-    fig = Figure(figsize=(10, 1.6 + 0.32 * len(groups)), dpi=_DPI, layout="constrained")
-    by_bytes, by_count = fig.subplots(1, 2, sharey=True)
-    y = list(range(len(groups)))
-    names = [_label(g.name) for g in groups]
-    by_bytes.barh(y, [g.ledger_bytes for g in groups], color=_BK_COLOUR, label="BookKeeper: orphan ledgers")
-    by_bytes.barh(y, [g.object_bytes for g in groups], left=[g.ledger_bytes for g in groups],
-                  color=_TIERED_COLOUR, label="tiered storage: orphan offloaded objects")
-    by_bytes.set_title(f"Reclaimable bytes by {what}")
-    _bytes_axis(by_bytes, max(g.total_bytes for g in groups))
-    by_count.barh(y, [g.ledgers for g in groups], color=_BK_COLOUR)
-    by_count.barh(y, [g.objects for g in groups], left=[g.ledgers for g in groups], color=_TIERED_COLOUR)
-    by_count.set_title(f"Orphans by {what} (count)")
-    by_bytes.set_yticks(y, names)
-    by_bytes.invert_yaxis()  # biggest on top
-    for ax in (by_bytes, by_count):
-        ax.grid(axis="x", alpha=0.3)
-        ax.set_axisbelow(True)
-    fig.legend(loc="outside lower center", ncols=2, frameon=False)  # one legend, never over a bar
-    return fig
-
-
-def _age_figure(buckets: Sequence[AgeBucket]) -> Figure:
-    """Orphan ledgers per age bucket, each bar labelled with its bytes."""
-    fig = Figure(figsize=(10, 3.6), dpi=_DPI, layout="constrained")
-    ax = fig.subplots()
-    x = list(range(len(buckets)))
-    bars = ax.bar(x, [b.orphan_ledgers for b in buckets], color=_BK_COLOUR)
-    ax.bar_label(bars, labels=[human_bytes(b.orphan_ledger_bytes) for b in buckets], fontsize="small", padding=2)
-    ax.set_xticks(x, [_label(b.label) for b in buckets])
-    ax.set_xlabel("age at scan time")
-    ax.set_ylabel("orphan ledgers")
-    ax.set_title("Age of orphan ledgers (bar labels: bytes)")
-    ax.margins(y=0.15)
-    ax.grid(axis="y", alpha=0.3)
-    ax.set_axisbelow(True)
-    return fig
-
-
-def _groups_alt(groups: Sequence[_Group], what: str) -> str:
+def _groups_alt(groups: Sequence[Group], what: str) -> str:
     top = "; ".join(f"{g.name}: {human_bytes(g.total_bytes)}, {g.ledgers:,} ledgers, {g.objects:,} objects"
                     for g in groups[:3])
     return (f"Bar charts of reclaimable bytes and orphan counts by {what}, {len(groups)} bars. "
             f"Largest: {top}.")
 
 
-def _groups_figure_html(groups: Sequence[_Group], what: str, fig_id: str) -> str:
+def _groups_figure_html(groups: Sequence[Group], what: str, fig_id: str, label_in: float) -> str:
     """The chart, its alt text, and the same numbers as a table for reading exactly."""
     rows = [(escape(g.name), escape(human_bytes(g.total_bytes)), escape(human_bytes(g.ledger_bytes)),
              escape(human_bytes(g.object_bytes)), f"{g.ledgers:,}", f"{g.objects:,}") for g in groups]
     table = _table(f"Orphans by {what}", [(what.capitalize(), False), ("Reclaimable", True), ("BookKeeper", True),
                                            ("Tiered storage", True), ("Ledgers", True), ("Objects", True)], rows)
+    image = charts.png_data_uri(charts.groups_figure(groups, what, label_in))
     return f"""<figure id="{fig_id}">
-<img src="{_png_data_uri(_groups_figure(groups, what))}" alt="{escape(_groups_alt(groups, what))}">
+<img src="{image}" alt="{escape(_groups_alt(groups, what))}">
 <figcaption>By {escape(what)}: the top {TOP_GROUPS} by reclaimable bytes, the rest summed as "other".</figcaption>
 <details><summary>The numbers</summary><div class="scroll">{table}</div></details>
 </figure>"""
@@ -381,7 +258,7 @@ def _age_figure_html(buckets: Sequence[AgeBucket]) -> str:
     alt = "Histogram of orphan ledger ages: " + "; ".join(
         f"{b.label}: {b.orphan_ledgers:,} ledgers, {human_bytes(b.orphan_ledger_bytes)}" for b in buckets) + "."
     return f"""<figure id="chart-age">
-<img src="{_png_data_uri(_age_figure(buckets))}" alt="{escape(alt)}">
+<img src="{charts.png_data_uri(charts.age_figure(buckets))}" alt="{escape(alt)}">
 <figcaption>Orphan ledgers by age at scan time; older orphans are the safest to reclaim.</figcaption>
 </figure>"""
 
@@ -390,9 +267,11 @@ def _charts_section(data: ReportData) -> str:
     """Charts only for what has data: an empty chart says nothing a sentence could not."""
     figures = []
     if data.by_namespace:
-        figures.append(_groups_figure_html(_groups(data.by_namespace, lambda r: r.tenant), "tenant", "chart-tenant"))
-        figures.append(_groups_figure_html(_groups(data.by_namespace, lambda r: r.namespace), "namespace",
-                                           "chart-namespace"))
+        tenants = charts.groups(data.by_namespace, lambda r: r.tenant)
+        namespaces = charts.groups(data.by_namespace, lambda r: r.namespace)
+        label_in = charts.label_width_in(g.name for g in tenants + namespaces)  # one column: plots line up
+        figures.append(_groups_figure_html(tenants, "tenant", "chart-tenant", label_in))
+        figures.append(_groups_figure_html(namespaces, "namespace", "chart-namespace", label_in))
     if any(b.orphan_ledgers for b in data.age_histogram):
         figures.append(_age_figure_html(data.age_histogram))
     if not figures:

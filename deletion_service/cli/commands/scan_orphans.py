@@ -185,7 +185,7 @@ def _print(opts: CommonOptions, outcome: ScanOutcome, enqueued: dict | None, out
     for line in missing_lines(listed, summary.missing_ledgers):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     if output is not None:
-        console.print(f"Report: {output / 'report.html'}")
+        console.print(f"Report: {output / 'report.html'}", soft_wrap=True)  # a path is never cut
     else:
         console.print("Add --output DIR for the Parquet tables and report.html.")
     if enqueued is None and summary.orphan_ledgers:
