@@ -73,3 +73,19 @@ def gauge(text: str, name: str) -> float:
         if line.startswith(name) and (line[len(name):len(name) + 1] in (" ", "{")):
             total += float(line.rsplit(" ", 1)[1])
     return total
+
+
+def enqueue_lines(world: ReplicaWorld, requests: list[tuple[str, int]]) -> None:
+    """``enqueue --from-file`` (as ``scan-orphans --enqueue`` sends): each (topic, ledger) to wherever the
+    product routes it."""
+    lines = world.root / f"lines-{requests[0][1]}.jsonl"
+    lines.write_text("".join(json.dumps({"topicName": t, "ledgerComponent": "MANAGED_LEDGER", "ledgerType": "LEDGER",
+                                         "ledgerId": lid, "reason": "orphan"}) + "\n" for t, lid in requests))
+    out = subprocess.run([*world.argv(world.root / "enqueue-data"), "enqueue", "--from-file", str(lines)],
+                         env=world.env(), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+
+
+def settled(world: ReplicaWorld, ledger_id: int) -> list[str]:
+    """The outcomes every replica's audit trail records for ``ledger_id``."""
+    return [r["outcome"] for rep in world.replicas for r in rep.audit() if r["request"].get("ledgerId") == ledger_id]
