@@ -8,12 +8,14 @@ import json
 import subprocess
 import time
 import urllib.request
+from http.server import BaseHTTPRequestHandler
 
 import pulsar
 
 from deletion_service.cluster_writer import pulsar_custom_metadata
 from deletion_service.failpoints import ENV as FAILPOINTS_ENV
 from metastore.formats.ledger_paths import ledger_path
+from tests.fault_proxy import FaultProxy
 from tests.harness import free_port
 from tests.replicas_world import Replica, ReplicaWorld
 
@@ -89,3 +91,25 @@ def enqueue_lines(world: ReplicaWorld, requests: list[tuple[str, int]]) -> None:
 def settled(world: ReplicaWorld, ledger_id: int) -> list[str]:
     """The outcomes every replica's audit trail records for ``ledger_id``."""
     return [r["outcome"] for rep in world.replicas for r in rep.audit() if r["request"].get("ledgerId") == ledger_id]
+
+
+class SlowDeletes(FaultProxy):
+    """``tests.fault_proxy.FaultProxy`` that forwards every request, but holds each delete (S3 ``DELETE``,
+    and the ``POST ?delete`` of a batch) ``delay_s`` before forwarding it: a slow endpoint, nothing
+    dropped.  A fault moto cannot produce on its own; the store behind it is the real moto_server."""
+
+    def __init__(self, upstream: str, delay_s: float) -> None:
+        self.delay_s = delay_s
+        super().__init__(upstream)
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        base = super()._handler_class()
+        proxy = self
+
+        class Slow(base):  # type: ignore[misc, valid-type]
+            def _forward(self, body: bytes) -> None:
+                if self.command in ("DELETE", "POST"):
+                    proxy._stopping.wait(proxy.delay_s)  # noqa: SLF001 - the proxy's own stop event
+                base._forward(self, body)  # pyright: ignore[reportAttributeAccessIssue]
+
+        return Slow
