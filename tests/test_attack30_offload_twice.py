@@ -44,7 +44,8 @@ def world(tmp_path: Path, zk_url: str, pulsar_broker: PulsarLiteBroker) -> Itera
 def slow_s3(s3_server: MotoS3Server) -> Iterator[tuple[SlowDeletes, S3Bucket]]:
     name = f"attack30-{uuid.uuid4().hex[:8]}"
     boto3.client("s3", endpoint_url=s3_server.endpoint, region_name="us-east-1").create_bucket(Bucket=name)
-    proxy = SlowDeletes(s3_server.endpoint, delay_s=2.0).start()
+    proxy = SlowDeletes(s3_server.endpoint, delay_s=2.0)
+    proxy.start()
     yield proxy, S3Bucket(s3_server.endpoint, name)
     proxy.stop()
 
