@@ -169,9 +169,10 @@ def test_enqueue_warns_about_a_topic_or_ledger_that_exists_nowhere_and_dry_run_s
         sent = run_cli("enqueue", "--topic", typo, "--ledger-id", "8", *d)
         assert sent.returncode == 0 and "sent 1" in sent.stdout, sent.stderr
         assert f"warning: topic {typo} has no managed ledger" in sent.stderr and "ledger 8 has no" in sent.stderr
-        created = run_cli("enqueue", "--topic", TOPICS[1], "--ledger-id", "7", "--data-dir", str(fresh))
-        assert created.returncode == 0, created.stderr
-        assert f"created a new, empty data dir {fresh}" in created.stderr
+        created = run_cli("enqueue", "--topic", TOPICS[1], "--ledger-id", "7", "--data-dir", str(fresh), "--json")
+        assert created.returncode == 0 and json.loads(created.stdout)["sent"] == 1, created.stderr
+        notes = [json.loads(line)["warning"] for line in created.stderr.splitlines() if line.strip()]
+        assert any(f"created a new, empty data dir {fresh}" in note for note in notes), created.stderr
     finally:
         EmbeddedBroker(world).stop()
         EmbeddedBroker(fresh).stop()

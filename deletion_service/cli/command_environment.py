@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from deletion_service.broker.interface import BrokerClient
 from deletion_service.cli import ui
@@ -69,9 +70,9 @@ def open_environment(opts: CommonOptions, config: DeletionConfig, own_broker: bo
     empty — an empty one would answer "nothing here" for a mistyped --data-dir."""
     stack = ExitStack()
     try:
-        created = opts.embedded and not read_only and make_data_dir(opts.data_dir)
-        if created and not own_broker:  # run and demo say so in their own words (run: in its start line)
-            ui.warn(new_data_dir_note(opts.data_dir))
+        created = not read_only and not Path(opts.data_dir).is_dir()  # whoever makes it below (the broker's too)
+        if opts.embedded and not read_only and make_data_dir(opts.data_dir) and not own_broker:
+            ui.warn(new_data_dir_note(opts.data_dir), opts.json)  # run and demo say so in their own words
         store = stack.enter_context(open_metadata_store(opts, config, must_exist=read_only))
         bk_store = store
         if opts.bookkeeper_metadata_store and opts.bookkeeper_metadata_store != opts.metadata_store:

@@ -108,8 +108,8 @@ def connect_broker(opts: CommonOptions, config: DeletionConfig, topics: Deletion
         url = opts.broker_url
         probe_broker(url)
     else:
-        if make_data_dir(opts.data_dir):
-            ui.warn(new_data_dir_note(opts.data_dir))
+        if make_data_dir(opts.data_dir) and not own_broker:  # run and demo say so in their own words
+            ui.warn(new_data_dir_note(opts.data_dir), opts.json)
         embedded = EmbeddedBroker(opts.data_dir)
         if request_topics:  # before starting anything: a refusal leaves a running broker alone
             check_partitions(topics, embedded)

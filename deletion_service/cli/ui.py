@@ -16,6 +16,7 @@ Commands build their ``Table`` as before and hand it here instead of ``Console()
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -50,9 +51,11 @@ def size(n: int) -> str:
     raise AssertionError("unreachable")
 
 
-def warn(message: str) -> None:
-    """One line on stderr that does not stop the command (stdout stays clean for --json)."""
-    print(f"warning: {message}", file=sys.stderr, flush=True)
+def warn(message: str, as_json: bool = False) -> None:
+    """One line on stderr that does not stop the command (stdout stays clean for --json); with
+    ``--json`` a JSON object ``{"warning": "…"}``, as an error is ``{"error": "…", …}``."""
+    line = json.dumps({"warning": message}, ensure_ascii=False) if as_json else f"warning: {message}"
+    print(line, file=sys.stderr, flush=True)
 
 
 def utc(ms: int, millis: bool = False) -> str:
