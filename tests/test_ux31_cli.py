@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from deletion_service.audit import trail
+from deletion_service.audit.writer import AuditWriter
 from deletion_service.cli.connections import probe_broker
 from deletion_service.cluster_writer import ClusterWriter, pulsar_custom_metadata
 from deletion_service.embedded.broker import EmbeddedBroker
@@ -34,6 +36,7 @@ from metastore import open_store
 from metastore.formats import LedgerInfo, Position
 from tests.cli_runner import CliResult, run_cli
 from tests.harness import free_port, wait_until
+from tests.test_audit_trail import entry as audit_entry
 from tests.test_daemon_cli import _answers
 from tests.test_ux_dlq import PARKED, TOPIC, Parked, parked  # noqa: F401 - the fixture
 
@@ -97,6 +100,19 @@ def test_cursor_health_piped_lists_every_topic_whole_one_line_each(world: Path) 
     rows = [line for line in r.stdout.splitlines() if "orders-partition-" in line]
     assert sorted(line.split()[0] for line in rows) == sorted(TOPICS)  # like `grep -c orders-partition-` = 12
     assert all("billing-subscription" in line and line.split()[-1] == "ok" for line in rows)
+
+
+def test_audit_piped_can_be_grepped_for_a_topic(tmp_path: Path) -> None:
+    """``ledger-deletion audit | grep -c orders-0`` counted 0: the table cut every topic to ``persistent…``."""
+    writer = AuditWriter(trail.audit_dir(tmp_path), 64 * 1024 * 1024)
+    for ledger, topic in enumerate(TOPICS, start=1):
+        assert writer.write(audit_entry(ledger, topic)) is not None
+    writer.close()
+    r = run_cli("audit", "--data-dir", str(tmp_path), env={"COLUMNS": "80"})
+    assert r.returncode == 0, r.stderr
+    assert "…" not in r.stdout
+    assert sum(TOPICS[3] in line for line in r.stdout.splitlines()) == 1
+    assert len([line for line in r.stdout.splitlines() if "orders-partition-" in line]) == len(TOPICS)
 
 
 def test_dlq_list_shows_whole_topics_and_times_piped_and_on_a_terminal(parked: Parked) -> None:  # noqa: F811

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from deletion_service.audit import reader, trail
@@ -26,7 +25,7 @@ from deletion_service.audit.publish import audit_topic
 from deletion_service.audit.topic_check import TopicComparison, compare
 from deletion_service.audit.verify import verify as verify_trail
 from deletion_service.broker.interface import BrokerError
-from deletion_service.cli import options, settings
+from deletion_service.cli import options, settings, ui
 from deletion_service.cli.connections import connect_broker
 from deletion_service.config import DeletionConfig
 from deletion_service.delete_phase.outcomes import Outcome
@@ -77,7 +76,7 @@ def show(
     if opts.json:
         typer.echo(json.dumps(found.records, indent=2, ensure_ascii=False))
         return
-    Console().print(_table(found))
+    ui.show_table(_table(found), opts.wide)
 
 
 def _outcomes(given: list[str] | None) -> frozenset[str] | None:

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from deletion_service.broker.interface import display_message_id
@@ -165,5 +164,5 @@ def register(app: typer.Typer) -> None:
             table.add_row("note", result.note)
         if result.aborted:
             table.add_row("[red]aborted", result.aborted)
-        Console().print(table)
+        ui.show_table(table, opts.wide)
 
