@@ -4,8 +4,10 @@ one broker, one ZooKeeper."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import subprocess
+import threading
 import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler
@@ -15,6 +17,7 @@ import pulsar
 from deletion_service.cluster_writer import pulsar_custom_metadata
 from deletion_service.failpoints import ENV as FAILPOINTS_ENV
 from metastore.formats.ledger_paths import ledger_path
+from tests.deletion_world import S3Bucket
 from tests.fault_proxy import FaultProxy
 from tests.harness import free_port
 from tests.replicas_world import Replica, ReplicaWorld
@@ -94,12 +97,14 @@ def settled(world: ReplicaWorld, ledger_id: int) -> list[str]:
 
 
 class SlowDeletes(FaultProxy):
-    """``tests.fault_proxy.FaultProxy`` that forwards every request, but holds each delete (S3 ``DELETE``,
-    and the ``POST ?delete`` of a batch) ``delay_s`` before forwarding it: a slow endpoint, nothing
-    dropped.  A fault moto cannot produce on its own; the store behind it is the real moto_server."""
+    """``tests.fault_proxy.FaultProxy`` that forwards every request, but makes each delete (S3 ``DELETE``, and
+    the ``POST ?delete`` of a batch) slow: held ``delay_s`` before it is forwarded, or with ``reply_late``
+    forwarded at once (the store applies it) and answered ``delay_s`` later.  A slow endpoint, nothing
+    dropped: a fault moto cannot produce on its own; the store behind it is the real moto_server."""
 
-    def __init__(self, upstream: str, delay_s: float) -> None:
-        self.delay_s = delay_s
+    def __init__(self, upstream: str, delay_s: float, reply_late: bool = False) -> None:
+        self.delay_s, self.reply_late = delay_s, reply_late
+        self.deletes_applied = threading.Event()  # reply_late: a delete reached the store
         super().__init__(upstream)
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
@@ -108,8 +113,43 @@ class SlowDeletes(FaultProxy):
 
         class Slow(base):  # type: ignore[misc, valid-type]
             def _forward(self, body: bytes) -> None:
-                if self.command in ("DELETE", "POST"):
+                if self.command not in ("DELETE", "POST"):
+                    base._forward(self, body)  # pyright: ignore[reportAttributeAccessIssue]
+                elif not proxy.reply_late:
                     proxy._stopping.wait(proxy.delay_s)  # noqa: SLF001 - the proxy's own stop event
-                base._forward(self, body)  # pyright: ignore[reportAttributeAccessIssue]
+                    base._forward(self, body)  # pyright: ignore[reportAttributeAccessIssue]
+                else:
+                    self._apply_then_answer_late(body)
+
+            def _apply_then_answer_late(self, body: bytes) -> None:
+                conn = http.client.HTTPConnection(proxy.upstream_host, proxy.upstream_port, timeout=30)
+                try:
+                    headers = {k: v for k, v in self.headers.items() if k.lower() not in ("connection", "keep-alive")}
+                    conn.request(self.command, self.path, body=body or None, headers=headers)
+                    resp = conn.getresponse()
+                    data = resp.read()
+                finally:
+                    conn.close()
+                proxy.deletes_applied.set()
+                proxy._stopping.wait(proxy.delay_s)  # noqa: SLF001 - the proxy's own stop event
+                self.send_response(resp.status, resp.reason)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
         return Slow
+
+
+def enqueue_offload(world: ReplicaWorld, bucket: S3Bucket, endpoint: str, ledger: int, msb: int, lsb: int,
+                    copies: int = 1) -> None:
+    """``enqueue --from-file`` of ``copies`` identical requests for one offloaded copy of ``world.topic``'s,
+    written at ``endpoint`` (the proxy in front of ``bucket``'s server)."""
+    context = {**bucket.offload_context(msb, lsb), "driverMetadata": {
+        "bucket": bucket.name, "region": "us-east-1", "serviceEndpoint": endpoint}}
+    line = json.dumps({"topicName": world.topic, "ledgerComponent": "MANAGED_LEDGER", "ledgerType": "OFFLOAD_LEDGER",
+                       "ledgerId": ledger, "offloadContext": context, "reason": "orphan"})
+    lines = world.root / f"offload-{ledger}.jsonl"
+    lines.write_text((line + "\n") * copies)
+    out = subprocess.run([*world.argv(world.root / "enqueue-data"), "enqueue", "--from-file", str(lines)],
+                         env=world.env(), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr

@@ -1,0 +1,69 @@
+"""Attack (issue 30, helper X): SIGTERM a replica while its offload lane deletes: the deletion is
+recorded by nobody.
+
+A rolling restart SIGTERMs replicas one at a time.  The daemon stops its batch loop first (the
+worker takes nothing more, and no longer settles what the offload lane finishes), then stops the
+lane, waiting 2 s per thread, and exits.  An offloaded copy whose delete the store applied while
+its reply was on the way (a slow endpoint) is gone, but its request was never settled: no audit
+record, no ack.  The sibling that gets the redelivered request finds the objects absent and records
+``absent``.  The audit trails then say nobody deleted the copy — the README says a crash can repeat
+a record but never lose one, and this is not even a crash.
+
+Real processes: two ``run`` replicas (the second started after the first exited), pulsar-lite (the
+session's), ZooKeeper (a chroot), moto_server behind a loopback proxy that applies each delete at
+once and answers it 8 s later.  Seen: the data object deleted by the first replica, recorded nowhere; the
+second finds only the index and records deleting that.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+
+from tests.deletion_world import S3Bucket
+from tests.harness import MotoS3Server, PulsarLiteBroker, wait_until
+from tests.replicas_world import ReplicaWorld
+from tests.test_attack30_support import SlowDeletes, enqueue_offload, settled
+
+
+@pytest.fixture
+def world(tmp_path: Path, zk_url: str, pulsar_broker: PulsarLiteBroker) -> Iterator[ReplicaWorld]:
+    w = ReplicaWorld(tmp_path, zk_url, pulsar_broker.service_url, scope="cluster")
+    yield w
+    w.close()
+
+
+@pytest.fixture
+def late_replies(s3_server: MotoS3Server) -> Iterator[tuple[SlowDeletes, S3Bucket]]:
+    name = f"attack30-{uuid.uuid4().hex[:8]}"
+    boto3.client("s3", endpoint_url=s3_server.endpoint, region_name="us-east-1").create_bucket(Bucket=name)
+    proxy = SlowDeletes(s3_server.endpoint, delay_s=8.0, reply_late=True)
+    proxy.start()
+    yield proxy, S3Bucket(s3_server.endpoint, name)
+    proxy.stop()
+
+
+def test_a_replica_stopped_while_its_offload_delete_is_answered_leaves_a_record_of_it(
+        world: ReplicaWorld, late_replies: tuple[SlowDeletes, S3Bucket]) -> None:
+    proxy, bucket = late_replies
+    first, second = world.add_replicas(2)
+    first.start().wait_ready()
+    ledger = 50_000
+    names = bucket.offload_ledger(world.topic, ledger, 0x2345, 0x6789)  # an orphan copy
+    enqueue_offload(world, bucket, proxy.endpoint, ledger, 0x2345, 0x6789)
+    assert proxy.deletes_applied.wait(60), "the first replica never deleted the copy"
+
+    assert first.stop() == 0  # SIGTERM, as a rolling restart sends it
+    assert names[0] not in bucket.keys(), "the data object's delete, applied by the store, is not applied"
+    second.start().wait_ready()  # gets the request the first left unacked
+    wait_until(lambda: bool(settled(world, ledger)), 60, "the redelivered request settled", interval=0.3)
+    by_replica = {r.name: [(a["outcome"], [o["key"] for o in a["evidence"].get("offloadObjects") or []])
+                           for a in r.audit() if a["request"].get("ledgerId") == ledger] for r in world.replicas}
+    recorded = {key for records in by_replica.values() for _, keys in records for key in keys}
+    assert names[0] in recorded, (
+        f"{names[0]} was deleted by {first.name}, stopped with SIGTERM while the store's answer was on the way, "
+        f"and no audit trail records its deletion: {by_replica}")
