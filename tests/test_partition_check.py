@@ -15,10 +15,13 @@ from pathlib import Path
 import pulsar
 import pytest
 
+from deletion_service.cli.connections import check_partitions
 from deletion_service.cluster_writer import ClusterWriter, pulsar_custom_metadata
-from deletion_service.config import DEFAULT_TOPIC
+from deletion_service.config import DEFAULT_TOPIC, DeletionConfig
 from deletion_service.embedded.broker import EmbeddedBroker, stop_pid
+from deletion_service.errors import UserError
 from deletion_service.model import decode
+from deletion_service.topics import DeletionTopics
 from metastore import MetadataStore, open_store
 from metastore.formats import Position, decode_managed_ledger, managed_ledger_path
 from tests.cli_runner import run_cli
@@ -136,18 +139,51 @@ def test_an_unreadable_partition_record_is_refused_not_rewritten(data_dir: Path)
     ],
     ids=["enqueue", "trim", "dlq-requeue", "inflight"],
 )
-def test_against_a_cluster_every_sender_reads_the_topics_partitions(
+def test_against_an_external_pulsar_lite_every_command_says_the_count_is_not_checked(
     argv: list[str], zk_url: str, pulsar_broker: PulsarLiteBroker
 ) -> None:
-    """pulsar-lite as a cluster broker truthfully reports the request topic as not partitioned:
-    each command refuses with the pulsar-admin command that fixes it, before sending anything."""
+    """pulsar-lite as a cluster broker keeps no partitioned-topic metadata (it says 0 for every topic):
+    the partitions are plain topics by name, so commands go on (replicas run this way), each saying
+    on stderr that the count cannot be checked and which count every process must use."""
     base = f"persistent://pulsar/system/__ld-{uuid.uuid4().hex[:10]}"
     with open_store(zk_url) as store:
         seed(store)
         opts = ["--metadata-store", zk_url, "--broker-url", pulsar_broker.service_url,
                 "--set", f"ledgerDeletionTopic={base}"]
-        run_cli(*argv, *opts).assert_one_line_error(
-            1, f"{base} has 0 partition(s)", f"pulsar-admin topics create-partitioned-topic {base} -p 4")
-        assert listed(store) == [1, 2, 3]
-    partitions = [f"{base}-partition-{i}" for i in range(4)]
-    assert requests_in(pulsar_broker.service_url, partitions) == {p: [] for p in partitions}
+        r = run_cli(*argv, *opts)
+        if argv == ["inflight"]:  # it goes on, to the backlog, which a cluster reads through its admin REST
+            assert r.returncode == 1 and "needs --web-service-url" in r.stderr, r.stderr
+        else:
+            assert r.returncode == 0, r.stderr
+        assert "keeps no partitioned-topic metadata" in r.stderr
+        assert "twoPhaseDeletionLedgerDeletionParallelism = 4" in r.stderr
+        assert "Traceback" not in r.stderr
+
+
+class _ReportsPartitions:
+    """A cluster broker that keeps partitioned-topic metadata.  A fake, because the only broker that
+    runs here (pulsar-lite) keeps none: what it stands for is a real Pulsar's answer, nothing else."""
+
+    def __init__(self, partitions: int) -> None:
+        self._partitions = partitions
+
+    def partitions(self, topic: str) -> int:
+        return self._partitions
+
+    def keeps_partition_metadata(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(("found", "words"), [
+    (0, "pulsar-admin topics create-partitioned-topic"),
+    (2, "pulsar-admin topics update-partitioned-topic"),
+    (8, "partitions cannot be removed: set the parallelism to 8"),
+])
+def test_a_cluster_whose_topic_has_another_partition_count_is_refused(found: int, words: str) -> None:
+    topics = DeletionTopics.from_config(DeletionConfig())
+    warned: list[str] = []
+    with pytest.raises(UserError) as refused:
+        check_partitions(topics, _ReportsPartitions(found), warned.append)  # type: ignore[arg-type]
+    assert words in str(refused.value) and not warned
+    check_partitions(topics, _ReportsPartitions(topics.partitions), warned.append)  # type: ignore[arg-type]
+    assert not warned
