@@ -83,3 +83,15 @@ def test_the_cli_accepts_the_rendered_scan_arguments() -> None:
     done = subprocess.run([sys.executable, "-m", "deletion_service.cli.main", "scan-orphans", *args, "--help"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_with_a_spark_master_the_driver_is_reachable_by_the_pods_ip() -> None:
+    """In local mode the driver binds to loopback; a cluster's executors must reach it by the pod's IP."""
+    local = _pod(render())["containers"][0]
+    assert {"name": "SPARK_LOCAL_IP", "value": "127.0.0.1"} in local["env"]
+    assert "spark.driver.host=$(POD_IP)" not in local["args"]
+    remote = _pod(render({"scanOrphans": {"sparkMaster": "spark://spark-master:7077"}}))["containers"][0]
+    env = {e["name"]: e for e in remote["env"]}
+    assert "SPARK_LOCAL_IP" not in env and env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    assert {"spark.driver.host=$(POD_IP)", "spark.driver.bindAddress=0.0.0.0"} <= set(_pairs(remote["args"],
+                                                                                             "--spark-conf"))
