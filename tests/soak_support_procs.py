@@ -45,11 +45,13 @@ class Cli:
     bookkeeper_url: str
     config: Path
     logs: Path
+    broker_url: str | None = None  # replicas: one external pulsar-lite; else the data dir's embedded broker
 
     def argv(self, *args: str) -> list[str]:
+        broker = ["--broker-url", self.broker_url] if self.broker_url else []
         return [sys.executable, "-m", "deletion_service.cli.main", *args, "--data-dir", str(self.data_dir),
                 "--metadata-store", self.metadata_url, "--bookkeeper-metadata-store", self.bookkeeper_url,
-                "--config", str(self.config)]
+                "--config", str(self.config), *broker]
 
     def env(self, failpoint: str | None = None) -> dict[str, str]:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
@@ -92,9 +94,10 @@ def http_ok(url: str) -> bool:
 
 @dataclass
 class Daemon:
-    """The one ``run`` process of the data dir; restarted (maybe armed with a failpoint) after each death."""
+    """One ``run`` process of its data dir; restarted (maybe armed with a failpoint) after each death."""
 
     cli: Cli
+    name: str = "daemon"  # its log's name; a replica's own
     proc: subprocess.Popen | None = None
     port: int = 0
     armed: str | None = None  # the failpoint spec it was started with
@@ -105,7 +108,7 @@ class Daemon:
     def start(self, failpoint: str | None = None) -> None:
         self.port, self.armed, self.started_at = free_port(), failpoint, time.monotonic()
         self.proc = self.cli.popen("run", "--admin-address", f"127.0.0.1:{self.port}", failpoint=failpoint,
-                                   log_name="daemon")
+                                   log_name=self.name)
 
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

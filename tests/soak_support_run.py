@@ -17,6 +17,13 @@ Shape of a run (``run_soak``):
 Why the plan alternates: failpoints prove each step survives a crash *exactly there*; random
 kills reach the places nobody thought to name.  The seed fixes every choice the soak makes
 (not the scheduling of the processes), and is printed.
+
+With ``replicas`` > 1 (issue 30) the same run has N daemons on one external pulsar-lite process
+(``soak_support_fleet``): each daemon fault hits one replica chosen by the seed while the others
+keep consuming, a random broker kill kills that one broker (the soak restarts it), the drain runs
+``--exit-when-idle`` in every replica's data dir at once, and ``broker.starting`` (the embedded
+broker's) is not planned.  Whatever the count, the verdict adds a third invariant: no request is
+named ``deleted`` twice across all the audit trails.
 """
 
 from __future__ import annotations
@@ -38,8 +45,8 @@ import pulsar
 
 from deletion_service.embedded.broker import alive
 from deletion_service.failpoints import POINTS
-from tests.harness import free_port
 from tests.soak_support import ClusterState, Servers
+from tests.soak_support_fleet import EMBEDDED_ONLY, Fleet, deleted_twice
 from tests.soak_support_procs import KILLED, Cli, Daemon, TrimDriver, TrimOutcome, broker_pids, leaked_processes
 
 #: Which process reaches each failpoint (the soak arms that one).
@@ -55,9 +62,9 @@ GRACE_S = 15  # twoPhaseDeletionInUseGraceSeconds: far above a trim's send-to-wr
 FAILPOINT_WAIT_S = 60  # a failpoint not reached by then is reported uncovered (this time), not waited for
 
 
-def plan(kills: int) -> list[str]:
-    """Failpoint, failpoint, random, …: every failpoint comes up in turn."""
-    points, out = list(POINTS), []
+def plan(kills: int, points: list[str] | None = None) -> list[str]:
+    """Failpoint, failpoint, random, …: every failpoint (of ``points``, default all) comes up in turn."""
+    points, out = list(points or POINTS), []
     for k in range(kills):
         out.append("random" if k % 3 == 2 else points[(k - k // 3) % len(points)])
     return out
@@ -89,7 +96,7 @@ class Record:
 class Soak:
     """One run: the servers, the cluster, the processes, and the fault loop."""
 
-    def __init__(self, root: Path, seed: int, log: Callable[[str], None]) -> None:
+    def __init__(self, root: Path, seed: int, log: Callable[[str], None], replicas: int = 1) -> None:
         self.root, self.seed, self.log = root, seed, log
         self.rng = random.Random(seed)
         self.record = Record()
@@ -104,8 +111,9 @@ class Soak:
             f"twoPhaseDeletionReconsumeLaterInSeconds = 2\ntwoPhaseDeletionInUseGraceSeconds = {GRACE_S}\n"
             "twoPhaseDeletionMaxRetryDeleteCount = 50\nminLedgerAgeSeconds = 0\n"
             f'offloadAllowedBuckets = ["{self.state.bucket.name}"]\n')
-        self.cli = Cli(root / "data", self.servers.metadata_url, self.servers.bookkeeper_url, cfg, root / "logs")
-        self.daemon = Daemon(self.cli)
+        cli = Cli(root / "data", self.servers.metadata_url, self.servers.bookkeeper_url, cfg, root / "logs")
+        self.fleet = Fleet.start(root, cli, replicas)
+        self.cli, self.daemons = self.fleet.cli, self.fleet.daemons
         self.trims = TrimDriver(self.cli, self.state.topics, random.Random(seed + 2).choice)
         self.requested_orphans: set[int] = set()
         self.threads = [threading.Thread(target=self._broker_loop, name="soak-broker", daemon=True),
@@ -163,8 +171,7 @@ class Soak:
 
     def _publish_garbage(self) -> None:
         """An undecodable request (``enqueue`` refuses to send one): the daemon must dead-letter it."""
-        info = json.loads((self.cli.data_dir / "broker" / "broker.json").read_text())
-        client = pulsar.Client(info["serviceUrl"], operation_timeout_seconds=5)
+        client = pulsar.Client(self.fleet.service_url(), operation_timeout_seconds=5)
         try:
             producer = client.create_producer(f"{REQUEST_TOPIC}-partition-0", batching_enabled=False,
                                               send_timeout_millis=5000)
@@ -192,43 +199,49 @@ class Soak:
 
     # ---- faults
 
+    def _pick_daemon(self) -> Daemon:
+        """The daemon a fault hits: the only one, or a replica chosen by the seed."""
+        return self.daemons[0] if len(self.daemons) == 1 else self.rng.choice(self.daemons)
+
     def _daemon_failpoint(self, name: str, next_fault: str | None) -> None:
         once = name in ("broker.starting", "retry.after-publish", "dlq.after-publish")
         spec = f"{name}=kill@{1 if once else self.rng.randint(1, 3)}"
-        if not (self.daemon.armed or "").startswith(f"{name}="):
-            self.daemon.stop()
-            self.daemon.start(spec)
+        daemon = next((d for d in self.daemons if (d.armed or "").startswith(f"{name}=")), None)
+        if daemon is None:  # none armed with it already (by the restart after the previous fault)
+            daemon = self._pick_daemon()
+            daemon.stop()
+            daemon.start(spec)
         deadline, last = time.monotonic() + FAILPOINT_WAIT_S, 0.0
-        while self.daemon.running() and time.monotonic() < deadline:
+        while daemon.running() and time.monotonic() < deadline:
             if name in ("retry.after-publish", "dlq.after-publish"):
                 last = self._provoke(name, last)
             time.sleep(0.1)
-        code = self.daemon.returncode()
+        code = daemon.returncode()
         if code == KILLED:
             self.record.kills[name] += 1
         else:
             self.record.missed[name] += 1
-            self.record.note(f"{name}: not reached in {FAILPOINT_WAIT_S}s (daemon exit {code})")
-        self._restart_daemon(name if code == KILLED else None, next_fault)
+            self.record.note(f"{name}: not reached in {FAILPOINT_WAIT_S}s ({daemon.name} exit {code})")
+        self._restart_daemon(daemon, name if code == KILLED else None, next_fault)
 
-    def _restart_daemon(self, fault: str | None, next_fault: str | None) -> None:
-        """Restart the daemon (armed already when the next fault is one of its failpoints, so no
+    def _restart_daemon(self, daemon: Daemon, fault: str | None, next_fault: str | None) -> None:
+        """Restart ``daemon`` (armed already when the next fault is one of its failpoints, so no
         stop-and-start is spent on arming it); its recovery is the time until /readyz answers 200."""
-        self.daemon.kill()  # a daemon whose failpoint was not reached
-        self.daemon.reap()
+        daemon.kill()  # a daemon whose failpoint was not reached
+        daemon.reap()
         t0 = time.monotonic()
         arm = None
         if next_fault is not None and TARGET.get(next_fault) == "daemon" and next_fault != "broker.starting":
             arm = f"{next_fault}=kill@1"
-        self.daemon.start(arm)
-        ready = self.daemon.wait_ready()
-        if ready is None and not self.daemon.running() and arm is not None:
-            self.record.note(f"daemon armed with {arm} died before ready; restarting clean")
-            return self._restart_daemon(fault, None)
+        daemon.start(arm)
+        ready = daemon.wait_ready()
+        if ready is None and not daemon.running() and arm is not None:
+            self.record.note(f"{daemon.name} armed with {arm} died before ready; restarting clean")
+            return self._restart_daemon(daemon, fault, None)
         if ready is None:
-            self.record.note(f"daemon not ready after {fault}: exit {self.daemon.returncode()}")
-            self.daemon.kill()
-            return self._restart_daemon(fault, None)
+            self.record.note(f"{daemon.name} not ready after {fault}: exit {daemon.returncode()}")
+            daemon.kill()
+            return self._restart_daemon(daemon, fault, None)
         if fault is not None:
             self.record.recovery[fault].append(time.monotonic() - t0)
 
@@ -284,9 +297,10 @@ class Soak:
         time.sleep(self.rng.uniform(0.2, 3.0))
         fault = f"random:{target}"
         if target == "daemon":
-            self.daemon.kill()
+            daemon = self._pick_daemon()
+            daemon.kill()
             self.record.kills[fault] += 1
-            self._restart_daemon(fault, None)
+            self._restart_daemon(daemon, fault, None)
         elif target == "trim":
             index = self.trims.count()
             deadline = time.monotonic() + 30
@@ -299,14 +313,40 @@ class Soak:
             if killed is not None:
                 self.record.kills[fault] += 1
                 self._trim_recovery(fault, killed)
+        elif self.fleet.replicated:
+            self._kill_external_broker(fault)
         else:
             self._kill_broker(fault)
+
+    def _kill_external_broker(self, fault: str) -> None:
+        """The replicas' one broker, SIGKILLed and restarted on its ports by the soak (as Kubernetes
+        restarts a broker pod): recovery is until it runs and every replica's /readyz says 200."""
+        broker = self.fleet.broker
+        if broker is None or broker.proc is None or not all(d.ready() for d in self.daemons):
+            return
+        t0 = time.monotonic()
+        os.kill(broker.proc.pid, signal.SIGKILL)
+        broker.proc.wait(10)
+        self.record.kills[fault] += 1
+        broker.start()
+        deadline = t0 + 90
+        while time.monotonic() < deadline:
+            if all(d.ready() for d in self.daemons):
+                self.record.recovery[fault].append(time.monotonic() - t0)
+                return
+            for daemon in self.daemons:
+                if not daemon.running():
+                    self.record.note(f"{fault}: {daemon.name} exited {daemon.returncode()} when its broker died")
+                    self._restart_daemon(daemon, None, None)
+            time.sleep(0.1)
+        self.record.note(f"{fault}: not recovered within 90 s")
 
     def _kill_broker(self, fault: str) -> None:
         """The daemon's supervisor restarts its broker: recovery is until a new broker runs and
         the daemon's /readyz says 200 again (no daemon restart)."""
+        daemon = self.daemons[0]
         old = broker_pids(self.cli.data_dir)
-        if not old or not self.daemon.ready():
+        if not old or not daemon.ready():
             return
         t0 = time.monotonic()
         for pid in old:
@@ -315,13 +355,13 @@ class Soak:
         deadline = t0 + 90
         while time.monotonic() < deadline:
             now = broker_pids(self.cli.data_dir)
-            if now and not set(now) & set(old) and self.daemon.ready():
+            if now and not set(now) & set(old) and daemon.ready():
                 self.record.recovery[fault].append(time.monotonic() - t0)
                 return
-            if not self.daemon.running():
-                self.record.note(f"{fault}: the daemon exited {self.daemon.returncode()} instead of restarting "
+            if not daemon.running():
+                self.record.note(f"{fault}: the daemon exited {daemon.returncode()} instead of restarting "
                                  "its broker")
-                return self._restart_daemon(fault, None)
+                return self._restart_daemon(daemon, fault, None)
             time.sleep(0.1)
         self.record.note(f"{fault}: not recovered within 90 s")
 
@@ -336,17 +376,20 @@ class Soak:
             self._trim_failpoint(fault)
         else:
             self._reset_failpoint(fault)
-        if not self.daemon.running():  # whatever happened, the daemon runs between faults
-            self._restart_daemon(None, None)
+        for daemon in self.daemons:  # whatever happened, every daemon runs between faults
+            if not daemon.running():
+                self._restart_daemon(daemon, None, None)
 
     def run(self, kills: int, budget_s: float | None = None) -> None:
         """Inject ``kills`` faults; with ``budget_s``, no new fault starts after that many seconds."""
-        self.daemon.start()
-        if self.daemon.wait_ready() is None:
-            raise RuntimeError(f"the daemon did not start; see {self.cli.logs / 'daemon.log'}")
+        for daemon in self.daemons:
+            daemon.start()
+        for daemon in self.daemons:
+            if daemon.wait_ready() is None:
+                raise RuntimeError(f"{daemon.name} did not start; see {self.cli.logs / f'{daemon.name}.log'}")
         for t in [*self.threads, self.trims]:
             t.start()
-        faults = plan(kills)
+        faults = plan(kills, self.points())
         t0 = time.monotonic()
         for k, fault in enumerate(faults):
             if budget_s is not None and time.monotonic() - t0 > budget_s:
@@ -357,23 +400,28 @@ class Soak:
                 self.log(f"[soak] {k + 1}/{kills} faults, {sum(self.record.kills.values())} kills, "
                          f"{len(self.record.violations)} violations seen")
 
+    def points(self) -> list[str]:
+        """The failpoints this soak can reach: replicas run on an external broker, which no daemon starts."""
+        return [p for p in POINTS if not (self.fleet.replicated and p in EMBEDDED_ONLY)]
+
     def drain(self) -> dict:
-        """Stop the load, stop the daemon (timed), then ``run --exit-when-idle`` until nothing is left."""
+        """Stop the load, stop the daemons (timed), then ``run --exit-when-idle`` (in every daemon's
+        data dir at once) until nothing is left."""
         self.stop_event.set()
         self.trims.stop_event.set()
         for t in [*self.threads, self.trims]:
             t.join(180)
-        self.daemon.stop()
-        t0 = time.monotonic()
-        code, _ = self.cli.run("run", "--exit-when-idle", "--max-wait", "300", "--admin-address",
-                               f"127.0.0.1:{free_port()}", log_name="drain", timeout=400)
-        return {"exit": code, "seconds": round(time.monotonic() - t0, 1)}
+        for daemon in self.daemons:
+            daemon.stop()
+        return self.fleet.drain(300)
 
     def verdict(self, drain: dict, started: float) -> dict:
         """The last line's figures: judged from the stores, after everything stopped."""
         wrong, leaks, figures = self.state.final_verdict()
         self.state.close()
-        brokers_left = broker_pids(self.cli.data_dir)
+        brokers_left = self.fleet.embedded_broker_pids()
+        twice = deleted_twice(self.fleet.data_dirs())
+        self.fleet.stop_broker()
         self.servers.stop()
         leaked = leaked_processes(self.root, exclude=set())
         for pid in self.servers.pids():  # counted above if still running; ours to stop in any case
@@ -388,18 +436,21 @@ class Soak:
             "deleted": figures["deleted"],
             "wronglyDeleted": len(wrongly),
             "orphansLeft": len(leaks),
+            "deletedTwice": len(twice),
             "leakedProcesses": len(leaked) + len(brokers_left),
+            "replicas": len(self.daemons),
             "seed": self.seed,
             "seconds": round(time.monotonic() - started, 1),
             "killsByFault": dict(sorted(self.record.kills.items())),
             "missedFailpoints": dict(self.record.missed),
             "recoverySeconds": {f: _summary(v) for f, v in sorted(self.record.recovery.items())},
-            "daemonShutdownSeconds": _summary(self.daemon.shutdown_s),
-            "daemonExits": dict(self.daemon.exits),
+            "daemonShutdownSeconds": _summary([s for d in self.daemons for s in d.shutdown_s]),
+            "daemonExits": dict(sum((d.exits for d in self.daemons), Counter())),
+            "unreachableFailpoints": sorted(set(POINTS) - set(self.points())),
             "trims": dict(self.trims.codes),
             "drain": drain,
             "figures": {**figures, "sentBySoak": dict(self.record.sent), "casLostByBroker": self.state.grow_conflicts},
-            "violations": wrongly[:20] + [str(v) for v in leaks[:20]] + leaked[:10],
+            "violations": wrongly[:20] + [str(v) for v in leaks[:20]] + twice[:20] + leaked[:10],
             "notes": self.record.notes[:30],
         }
 
@@ -421,13 +472,14 @@ def _summary(values: list[float]) -> dict:
 
 
 def run_soak(kills: int, seed: int, log: Callable[[str], None] = print, root: Path | None = None,
-             budget_s: float | None = None) -> dict:
-    """A whole soak in a temp dir (kept when ``root`` is given, for its logs); returns the last line's dict."""
+             budget_s: float | None = None, replicas: int = 1) -> dict:
+    """A whole soak in a temp dir (kept when ``root`` is given, for its logs); returns the last line's dict.
+    ``replicas`` > 1: that many daemons on one external pulsar-lite (``soak_support_fleet``)."""
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="ld-soak-") as tmp:
         base = root or Path(tmp)
         base.mkdir(parents=True, exist_ok=True)
-        soak = Soak(base, seed, log)
+        soak = Soak(base, seed, log, replicas)
         try:
             soak.run(kills, budget_s)
             drain = soak.drain()
@@ -435,9 +487,10 @@ def run_soak(kills: int, seed: int, log: Callable[[str], None] = print, root: Pa
             soak.stop_event.set()
             soak.trims.stop_event.set()
             soak.trims.kill_current()
-            soak.daemon.kill()
-            for pid in broker_pids(soak.cli.data_dir):
+            soak.fleet.kill_all()
+            for pid in soak.fleet.embedded_broker_pids():
                 os.kill(pid, signal.SIGKILL)
+            soak.fleet.stop_broker()
             soak.state.close()
             soak.servers.stop()
             raise
