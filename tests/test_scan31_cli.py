@@ -64,6 +64,8 @@ def test_spark_settings_and_report_places_are_checked_before_spark_starts(tmp_pa
         2, "--spark-conf expects KEY=VALUE")
     run_cli("scan-orphans", "--output", str(tmp_path / "a"), "--reports-dir", str(tmp_path / "b"), "--data-dir",
             str(tmp_path)).assert_one_line_error(2, "--output and --reports-dir")
+    run_cli("scan-orphans", "--reports-dir", str(tmp_path), "--keep-reports", "0", "--data-dir",
+            str(tmp_path)).assert_one_line_error(2, "--keep-reports must be 1 or more")
 
 
 def test_reports_dir_keeps_the_newest_and_points_latest_at_this_scan(tmp_path: Path) -> None:

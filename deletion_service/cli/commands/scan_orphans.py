@@ -37,6 +37,10 @@ Runs on Spark: `local[*]` by default, or a cluster with --spark-master (or under
 """
 
 
+#: The packages of the ``scan`` extra (pyproject.toml), absent from the daemon's image.
+SCAN_EXTRA = frozenset({"pyspark", "py4j", "matplotlib"})
+
+
 def register(app: typer.Typer) -> None:
     app.command("scan-orphans", help=HELP)(scan_orphans)
 
@@ -64,15 +68,22 @@ def scan_orphans(
         help="a Spark setting KEY=VALUE, e.g. spark.driver.memory=2g (repeatable; applied when Spark starts)",
         show_default=False)] = None,
     reports_dir: Annotated[Path | None, typer.Option(
-        help="keep each scan's outputs in DIR/scan-<UTC time>/ (DIR/latest: the newest), as --output would; "
+        help="keep each scan's outputs in DIR/scan-YYYYMMDDTHHMMSSZ/ (UTC; DIR/latest: the newest), as --output would; "
              "for a scheduled scan on a volume that outlives it", show_default=False)] = None,
     keep_reports: Annotated[int, typer.Option(
-        help="with --reports-dir: keep the newest N scans' directories, remove older ones", min=1)] = 14,
+        help="with --reports-dir: keep the newest N scans' directories, remove older ones")] = 14,
 ) -> None:
-    # pyspark loads only for this command: every other command starts faster without it
-    from deletion_service.orphans.progress import ScanProgress
-    from deletion_service.orphans.scan import has_snapshot, run_scan
-    from deletion_service.orphans.spark import session
+    # pyspark loads only for this command: every other command starts faster without it (and the
+    # daemon's image has neither pyspark nor matplotlib: the scan extra is the Spark image's)
+    try:
+        from deletion_service.orphans.progress import ScanProgress
+        from deletion_service.orphans.scan import has_snapshot, run_scan
+        from deletion_service.orphans.spark import session
+    except ModuleNotFoundError as e:
+        if (e.name or "").partition(".")[0] not in SCAN_EXTRA:
+            raise
+        raise UsageError(f"the orphan scan needs the scan extra ({e.name} is not installed here): run it from the "
+                         "Spark image, or pip install 'ledger-deletion[scan]'") from None
 
     opts = options.get(ctx)
     cfg = settings.load(opts).config
@@ -80,6 +91,8 @@ def scan_orphans(
     conf = parse_spark_conf(spark_conf or [])
     if output is not None and reports_dir is not None:
         raise UsageError("--output and --reports-dir both say where the outputs go: give one")
+    if keep_reports < 1:
+        raise UsageError(f"--keep-reports must be 1 or more (this scan's report is kept), got {keep_reports}")
     started_s = time.time()
     target = reports.run_dir(reports_dir, started_s) if reports_dir is not None else output
     console = Console(stderr=True)
