@@ -84,6 +84,8 @@ class DeletionConfig(BaseModel):
     ledger_deletion_topic_scope: Literal["cluster", "namespace"] = "cluster"
     # namespace scope: how often the daemon looks for new namespaces in the metadata store
     ledger_deletion_namespace_refresh_seconds: Annotated[int, Field(ge=1, le=3600)] = 30
+    # ours: how often the daemon reads every cursor in scope for the cursor-health gauges (0: never)
+    ledger_deletion_cursor_health_refresh_seconds: Annotated[int, Field(ge=0, le=86_400)] = 300
     ledger_deletion_subscription: str = "ledger-deletion"
     ledger_deletion_dlq_subscription: str = "ledger-deletion-dlq"
     bookkeeper_ledgers_root_path: str = "/ledgers"

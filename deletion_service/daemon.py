@@ -5,6 +5,8 @@ in the order the CLI (``run``) and the tests drive:
 
 * :mod:`.daemon_loop` — the delete-phase thread: batch after batch, chores between;
 * :mod:`.daemon_gauges` — the backlog gauges, never a false 0;
+* :mod:`.daemon_cursor_gauges` — every cursor in scope, read every few minutes for the cursor alert;
+* :mod:`.daemon_periodic` — the gauges' own threads: a wedged batch must not freeze them;
 * :mod:`.daemon_summary` — the periodic one-line summary;
 * :mod:`.daemon_namespaces` — namespace scope: what to serve, and new namespaces;
 * :mod:`.daemon_idle` — --exit-when-idle's judgement and what it says meanwhile;
@@ -24,10 +26,12 @@ import threading
 import time
 from collections.abc import Callable
 
+from deletion_service.daemon_cursor_gauges import CursorHealthWatch
 from deletion_service.daemon_gauges import BacklogGauges, parked_in_dlq
 from deletion_service.daemon_idle import QUIET_S, IdleCheck, IdleState
 from deletion_service.daemon_loop import BatchLoop
 from deletion_service.daemon_namespaces import NamespaceDiscovery
+from deletion_service.daemon_periodic import Periodic
 from deletion_service.daemon_summary import Summary
 from deletion_service.delete_phase.worker import DeletePhaseWorker
 from deletion_service.embedded.supervisor import BrokerSupervisor
@@ -75,6 +79,10 @@ class Daemon:
         self.gauges = BacklogGauges(service.metrics, backlog, self._served, service.topics, metrics_refresh_s,
                                     clock, self.started_at, parked_in_dlq(service.broker, service.store))
         self.idle = IdleCheck(backlog, self._consumed, service.topics.subscription, clock, self.started_at)
+        self.chores = [Periodic("backlog-gauges", self.gauges.refresh_if_due, 1.0, self.stop_event)]
+        if (every := service.config.ledger_deletion_cursor_health_refresh_seconds) > 0:
+            self.chores.append(Periodic("cursor-health", CursorHealthWatch.for_service(service).check, every,
+                                        self.stop_event))
 
     @property
     def backlog(self) -> BacklogSource:
@@ -98,10 +106,12 @@ class Daemon:
         self.discovery.say_served(served)
         self._loop = BatchLoop(self.worker, self.stop_event, self._between_batches)
         self._loop.start()
+        for chore in self.chores:
+            chore.start()
 
     def _between_batches(self) -> None:
-        """The chores, on the delete-phase thread: gauges, the summary line, new namespaces."""
-        self.gauges.refresh_if_due()
+        """The chores, on the delete-phase thread: the summary line, new namespaces (the gauges have their
+        own threads: :attr:`chores`)."""
         if self.summary.due() and self.worker is not None:
             self.summary.log(self.worker)
         self.discovery.look_again_if_due()

@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from deletion_service.cursor.health import CursorHealth, Status
 from deletion_service.delete_phase.facts import DeleteStatus
 from deletion_service.delete_phase.hold_reason import HoldReason
 from deletion_service.delete_phase.outcomes import Outcome
@@ -85,6 +86,56 @@ class HeldGauge(Collector):
         return [family, GaugeMetricFamily(f"{self.name}_overdue", self.OVERDUE_DOC, value=self._overdue())]
 
 
+class CursorHealthGauges(Collector):
+    """What ``cursor health`` says of every cursor in scope, as the daemon last read it.
+
+    ``cursors{status}`` counts them all (ok, near, over, cursor-ledger, undecodable); the per-cursor
+    ``cursor_state_bytes`` names only the flagged ones (near or over the budget), the largest
+    :data:`LABELLED` of them: a healthy cluster of 100,000 topics exports no per-cursor series at all.
+    No sample before the first reading (a 0 would say "all cursors fine" before any was read)."""
+
+    LABELLED = 100
+    FLAGGED = (Status.NEAR, Status.OVER)
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._reading: tuple[list[CursorHealth], int] | None = None  # replaced whole: a scrape sees one reading
+        registry.register(self)
+
+    def set(self, cursors: list[CursorHealth], budget: int) -> None:
+        self._reading = (cursors, budget)
+
+    def _families(self) -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
+        return (GaugeMetricFamily(f"{PREFIX}_cursors", "Cursors in scope by their cursor-health status at the last "
+                                  "check (near: state at >= 80% of the persist budget)", labels=["status"]),
+                GaugeMetricFamily(f"{PREFIX}_cursor_state_bytes", "Persisted ack state of each cursor near or over "
+                                  "the budget (the largest 100), as 'cursor health' measures it",
+                                  labels=["namespace", "topic", "subscription"]),
+                GaugeMetricFamily(f"{PREFIX}_cursor_state_budget_bytes", "The persist budget the cursors are held "
+                                  "to: managedLedgerMaxAckStateInBytesToPersist, capped by the store's request limit"))
+
+    def describe(self) -> list[GaugeMetricFamily]:
+        return list(self._families())
+
+    def collect(self) -> list[GaugeMetricFamily]:
+        counts, sizes, budget = self._families()
+        if self._reading is not None:
+            cursors, limit = self._reading
+            by_status = Tally(c.status for c in cursors)
+            for status in Status:
+                counts.add_metric([status.value], by_status[status])
+            flagged = sorted((c for c in cursors if c.status in self.FLAGGED), key=lambda c: -c.state_bytes)
+            for c in flagged[:self.LABELLED]:
+                sizes.add_metric([namespace_of(c.topic), c.topic, c.subscription], c.state_bytes)
+            budget.add_metric([], limit)
+        return [counts, sizes, budget]
+
+
+def namespace_of(topic: str) -> str:
+    """``persistent://t/ns/x`` → ``t/ns`` (a path that names no topic: empty)."""
+    parts = topic.partition("://")[2].split("/")
+    return "/".join(parts[:2]) if len(parts) >= 3 else ""
+
+
 def _version() -> str:
     try:
         return metadata.version("ledger-deletion")
@@ -138,6 +189,7 @@ class DeletionMetrics:
         ProcessCollector(registry=r)
         Info(f"{PREFIX}_build", "The running build: package version and Python", registry=r).info(
             {"version": _version(), "python": platform.python_version()})
+        self.cursors = CursorHealthGauges(r)  # set by the daemon's periodic cursor check (daemon_cursor_gauges)
         self.dispose_failures = Counter(
             f"{PREFIX}_dispose_failures", "Failed attempts to publish a RETRY/DLQ copy or to ack", registry=r)
 

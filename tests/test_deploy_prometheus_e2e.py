@@ -159,6 +159,8 @@ def test_dlq_alerts_go_off_once_messages_reach_the_dlq(daemon: tuple[str, str], 
                    "the deletions scraped", interval=0.5)
         for title, queries in dashboard_queries().items():
             for query in queries:
+                if JOB in query:
+                    continue  # the scan's panel reads the Pushgateway, not scraped here (the test below)
                 assert prom.api("query?query=" + urllib.parse.quote(query))["result"], (title, query)
         p99 = prom.value(dashboard_queries()["p99 send to delete"][0])
         assert p99 is not None and 0 < p99 <= 60, p99
