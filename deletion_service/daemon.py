@@ -47,6 +47,9 @@ _log = logging.getLogger(__name__)
 #: How long a stop waits for the batch in hand.  Kubernetes kills 30 s after SIGTERM; the consumers'
 #: and producers' close and the admin API's stop need the rest of it.
 STOP_WAIT_S = 10.0
+#: … and the offload deletes in hand, answered and recorded, until this long after SIGTERM (a slow object
+#: store answers a delete it applied; exiting first left it recorded by nobody).  With CLOSE_WAIT_S, < 20 s.
+LANE_STOP_WAIT_S = 15.0
 CLOSE_WAIT_S = 3.0
 
 
@@ -152,7 +155,7 @@ class Daemon:
         unacked, they come back to the next run, which settles them; nothing is lost."""
         self.stop_event.set()
         if self._loop is not None:
-            self._loop.finish(STOP_WAIT_S)
+            self._loop.finish(STOP_WAIT_S, LANE_STOP_WAIT_S)
         closing = threading.Thread(target=self.service.close, name="close", daemon=True)
         closing.start()  # a hung broker makes each close wait out its operation timeout: bounded here
         closing.join(CLOSE_WAIT_S)

@@ -1,8 +1,8 @@
 """The delete-phase thread: one batch after another, and between two batches the daemon's chores.
 
-The chores (gauges, the summary line, namespace discovery) run on this thread
+The chores (the summary line, namespace discovery) run on this thread
 between batches, never during one: subscribing to a new namespace cannot race
-a batch, and a slow broker statistics page delays the next batch, not this one.
+a batch.  The gauges have their own threads (:mod:`.daemon_periodic`).
 The loop outlives any one batch's error (logged, then a second's pause).
 
 Stopping: the stop event ends the loop after the batch in hand, and the
@@ -47,10 +47,15 @@ class BatchLoop:
                 time.sleep(1)
             self._between_batches()
 
-    def finish(self, wait_s: float) -> None:
-        """Let the batch in hand finish (the stop event is set by the caller), for up to ``wait_s``."""
+    def finish(self, wait_s: float, lane_wait_s: float | None = None) -> None:
+        """Let the batch in hand finish (the stop event is set by the caller), for up to ``wait_s``; then
+        the offload deletes in hand, until ``lane_wait_s`` (default ``wait_s``) after this call."""
+        deadline = time.monotonic() + (wait_s if lane_wait_s is None else lane_wait_s)
         self.worker.stopping.set()
         self._thread.join(timeout=wait_s)
         if self._thread.is_alive():
             _log.warning("the batch in hand did not finish within %.0f s; its unacked messages return to the "
                          "subscription", wait_s)
+            return
+        # This thread now owns the dispositions: the offload deletes in hand, answered and recorded.
+        self.worker.settle_offload_lane(max(0.0, deadline - time.monotonic()))

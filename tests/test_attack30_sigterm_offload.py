@@ -1,18 +1,15 @@
-"""Attack (issue 30, helper X): SIGTERM a replica while its offload lane deletes: the deletion is
-recorded by nobody.
+"""Attack (issue 30, found from outside): SIGTERM a replica while its offload lane deletes.
 
-A rolling restart SIGTERMs replicas one at a time.  The daemon stops its batch loop first (the
-worker takes nothing more, and no longer settles what the offload lane finishes), then stops the
-lane, waiting 2 s per thread, and exits.  An offloaded copy whose delete the store applied while
-its reply was on the way (a slow endpoint) is gone, but its request was never settled: no audit
-record, no ack.  The sibling that gets the redelivered request finds the objects absent and records
-``absent``.  The audit trails then say nobody deleted the copy — the README says a crash can repeat
-a record but never lose one, and this is not even a crash.
+A rolling restart SIGTERMs replicas one at a time.  The daemon used to stop its batch loop, then
+the lane (2 s per thread), and exit: an offloaded copy whose delete the store applied while its
+reply was on the way (a slow endpoint) was gone, its request never settled (no record, no ack),
+and the sibling that got the redelivered request found the objects absent and recorded ``absent``.
+The trails said nobody deleted the copy.  Now a stop lets the lane's deletes in hand be answered
+and settles them, recorded and acked, until ``LANE_STOP_WAIT_S`` after SIGTERM.
 
 Real processes: two ``run`` replicas (the second started after the first exited), pulsar-lite (the
 session's), ZooKeeper (a chroot), moto_server behind a loopback proxy that applies each delete at
-once and answers it 8 s later.  Seen: the data object deleted by the first replica, recorded nowhere; the
-second finds only the index and records deleting that.
+once and answers it 8 s later (a fault moto cannot produce on its own).
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 
 from deletion_service.delete_phase.breaker import TargetBreakers
@@ -68,6 +69,7 @@ class OffloadLane:
         self._held: dict[str, list[tuple[Disposal, Action]]] = {}
         self._outbox: list[Disposal] = []
         self._working = 0
+        self._quiescing = False  # a graceful stop: take nothing new, finish what is in hand
         self._cond = threading.Condition()
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._loop, args=(self._inbox, batch_size), name="offload-lane",
@@ -110,6 +112,20 @@ class OffloadLane:
         """For ``/readyz``: targets that answered before and do not now."""
         return self.breakers.describe()
 
+    def quiesce(self, wait_s: float) -> int:
+        """A graceful stop: take nothing new, and wait up to ``wait_s`` for the batches in hand to be
+        decided (then :meth:`finished` has them).  Returns how many are still in hand.
+
+        Found from outside: a SIGTERMed replica exited while the store was answering its offload
+        delete, applied, recorded by nobody.  What is queued or held stays unacked (redelivered)."""
+        deadline = time.monotonic() + wait_s
+        with self._cond:
+            self._quiescing = True
+            self._cond.notify_all()
+            while self._working and (left := deadline - time.monotonic()) > 0:
+                self._cond.wait(left)
+            return self._working
+
     def stop(self, wait_s: float) -> None:
         self._stop.set()
         with self._cond:
@@ -124,8 +140,10 @@ class OffloadLane:
 
     def _take(self, queue: deque[Disposal], limit: int) -> list[Disposal]:
         with self._cond:
-            if not queue:
+            if not queue or self._quiescing:
                 self._cond.wait(0.2)
+            if self._quiescing:
+                return []
             batch = [queue.popleft() for _ in range(min(limit, len(queue)))]
             self._working += len(batch)
             return batch
@@ -147,6 +165,8 @@ class OffloadLane:
             with self._cond:
                 self._outbox.extend(done)
                 self._working -= len(batch)
+                if self._quiescing:
+                    self._cond.notify_all()  # quiesce() waits for this
 
     def _run(self, batch: list[Disposal]) -> list[Disposal]:
         actions = self.pipeline.run([p.admitted for p in batch], [attempts(p.message) for p in batch], self.policy,

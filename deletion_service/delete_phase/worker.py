@@ -16,6 +16,7 @@ the subscription when the worker stops, so stopping at any point loses nothing.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -37,6 +38,8 @@ from deletion_service.delete_phase.settled_recently import SettledRecently
 from deletion_service.failpoints import failpoint
 from deletion_service.metrics import DeletionMetrics
 from deletion_service.model import InvalidRequest, LedgerType, decode
+
+_log = logging.getLogger(__name__)
 
 __all__ = ["DeletePhaseWorker", "Hooks", "InHand", "Limits", "Settled"]
 
@@ -198,6 +201,22 @@ class DeletePhaseWorker:
         for d in over:
             d.decide(decision.offload_lane_full(self.policy))
         return [d for d in undecided if d.stage == Stage.RECEIVED], taken
+
+    def settle_offload_lane(self, wait_s: float) -> None:
+        """A graceful stop, once this worker's loop has ended: the offload deletes in hand are answered
+        (up to ``wait_s``) and settled here, recorded and acked, before the process exits; what the lane
+        has not begun stays unacked for the subscription to redeliver."""
+        if self.offload_lane is None:
+            return
+        left = self.offload_lane.quiesce(wait_s)
+        with self._lock, logs.one_write_per_batch():
+            settled = self._settle_offloads()
+        if left:
+            _log.warning("stopping: %d offload request(s) still in hand after %.0f s (unsettled, redelivered; a "
+                         "delete the store applies meanwhile is recorded by the run that settles it as absent)",
+                         left, wait_s)
+        elif settled:
+            _log.info("stopping: settled the %d offload request(s) the lane had in hand", settled)
 
     def _settle_offloads(self) -> int:
         """Dispose of the offload requests the lane has decided (this thread owns every disposition)."""
