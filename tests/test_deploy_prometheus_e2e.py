@@ -177,7 +177,8 @@ def _summary(missing: int) -> ScanSummary:
 @pytest.mark.skipif(PUSHGATEWAY is None, reason="prometheus-pushgateway missing: scripts/test.sh installs Debian's")
 def test_a_scan_that_finds_missing_ledgers_fires_through_the_pushgateway(tmp_path: Path) -> None:
     gateway = ServerProcess("pushgateway", tmp_path / "pushgateway", port=free_port())
-    gateway._spawn([PUSHGATEWAY, f"--web.listen-address=127.0.0.1:{gateway.port}"])  # type: ignore[list-item]  # noqa: SLF001
+    gateway._spawn([PUSHGATEWAY, f"--web.listen-address=127.0.0.1:{gateway.port}",  # type: ignore[list-item]  # noqa: SLF001
+                    f"--persistence.file={tmp_path / 'pushgateway.data'}"])  # not Debian's shared default file
     url = f"http://127.0.0.1:{gateway.port}"
     prom = None
     try:
