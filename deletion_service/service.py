@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 from deletion_service.audit.writer import AuditWriter
 from deletion_service.broker.consumer_group import ConsumerGroup
-from deletion_service.broker.interface import BrokerClient, BrokerError
+from deletion_service.broker.interface import BrokerClient, BrokerError, Received
 from deletion_service.config import DeletionConfig
 from deletion_service.delete_phase.breaker import Breaker, Breakers
 from deletion_service.delete_phase.decision import Action, Policy
@@ -115,8 +115,7 @@ class LedgerDeletionService:
         else:
             self._subscribe(self._unserved(([self.topics] if drain_cluster_topics else [])
                                            + [namespace_topics(ns, self.topics) for ns in namespaces or []]))
-        guard = (lambda msg, request: cross_namespace(msg.topic, request.topic_name, self.topics)) \
-            if self.namespace_scope else None
+        guard = self._guard if self.namespace_scope else None
         hooks = Hooks(record=self.audit.on_settled if self.audit is not None else None,
                       on_settled=on_settled, guard=guard)
         lane = OffloadLane(self.pipeline, self.policy, self.gatherer.target_breakers,
@@ -125,6 +124,19 @@ class LedgerDeletionService:
                                         Limits(batch_size=batch_size(self.config)), hooks,
                                         breakers=self.breakers(), offload_lane=lane)
         return self.worker
+
+    def _guard(self, msg: Received, request: PendingDeleteLedgerInfo) -> str | None:
+        """Namespace scope: why a request may not be acted on from where it was read.  A restricted
+        daemon acts only for its own namespaces, whichever topic it read the request from: the cluster's
+        topic is named like ``pulsar/system``'s own (found from outside: ``run --namespace pulsar/system``
+        read every tenant's requests there and deleted another tenant's ledger)."""
+        why = cross_namespace(msg.topic, request.topic_name, self.topics)
+        asked = namespace_of_topic(request.topic_name)
+        if why is None and self.restricted_to is not None and not self.restricted_to(asked):
+            why = (f"cross-namespace: this daemon serves only its own namespaces, and the request read from "
+                   f"{msg.topic} asks for a ledger of {request.topic_name}, in {asked}: parked for an "
+                   "unrestricted daemon's operator")
+        return why
 
     def serve_namespaces(self, namespaces: list[str]) -> list[str]:
         """Namespace scope: also consume these namespaces' topics (those not served yet); returns the new ones."""

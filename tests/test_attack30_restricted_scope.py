@@ -7,6 +7,8 @@ name for the namespace ``pulsar/system`` (every Pulsar cluster has it).  So a re
 the cross-namespace guard checks nothing ("cluster topics: any namespace"), and deletes another
 tenant's ledger sent there — though the README says restricted daemons never read the cluster
 topics, and the same replica's admin API, restricted the same way, refuses that very ledger.
+Now a restricted daemon acts only for its own namespaces whichever topic it read a request from:
+the other tenant's request is parked in the DLQ (cross-namespace), its own is deleted.
 
 Real processes: the daemon replica, pulsar-lite (the session's), ZooKeeper (a chroot).  The
 cluster topic lives in a tenant of this test's own (``p<tag>/system``), so tests sharing the
