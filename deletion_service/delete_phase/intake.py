@@ -111,6 +111,9 @@ class Intake:
         if d.message in self.settled:
             self._ack_again(d)
             return
+        if self.not_yet_due.holds(d.message):  # redelivered (a broker restart): the held one acks it when due
+            d.advance(Event.LEAVE_UNACKED)
+            return
         now_ms = self._now_ms()
         if d.consumer is self.retries:
             d.due_ms = dispose.due_at_ms(d.message, self.policy.max_delay_s, now_ms)
