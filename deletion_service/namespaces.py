@@ -13,6 +13,9 @@ elsewhere is dead-lettered with reason ``cross-namespace`` and never deleted.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 from metastore import MetadataStore
 from metastore.formats.pulsar_paths import MANAGED_LEDGERS_ROOT
 
@@ -32,6 +35,17 @@ def discover(store: MetadataStore, tenant: str | None = None, namespace: str | N
         for path, names in listed.items():
             found.update(f"{path.rsplit('/', 1)[1]}/{name}" for name in names)
     return sorted(found)
+
+
+def namespace_exists(store: MetadataStore, namespace: str) -> bool:
+    """Whether the cluster has ``tenant/ns``, as :func:`discover` finds namespaces (its policies, or
+    managed ledgers under it): the namespaces namespace-scope daemons serve."""
+    return any(store.exists(f"{root}/{namespace}") for root in (POLICIES_ROOT, MANAGED_LEDGERS_ROOT))
+
+
+def known_namespaces(store: MetadataStore) -> Callable[[str], bool]:
+    """:func:`namespace_exists`, asked once per namespace (a batch of requests names few)."""
+    return functools.lru_cache(maxsize=4096)(lambda namespace: namespace_exists(store, namespace))
 
 
 def cross_namespace(message_topic: str, request_topic: str, cluster: DeletionTopics) -> str | None:

@@ -15,26 +15,37 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from deletion_service.broker.interface import BrokerClient, BrokerError, Outgoing, Producer
 from deletion_service.model import PendingDeleteLedgerInfo, encode
 from deletion_service.topics import NAMESPACE_TOPIC, DeletionTopics, beside, namespace_of_topic
 
 
-def route(request: PendingDeleteLedgerInfo, topics: DeletionTopics, namespace_scope: bool) -> DeletionTopics:
-    """Where a new request goes (see :meth:`RequestPublisher.topics_for`); ``enqueue --dry-run`` shows it."""
+def route(request: PendingDeleteLedgerInfo, topics: DeletionTopics, namespace_scope: bool,
+          namespace_known: Callable[[str], bool] | None = None) -> DeletionTopics:
+    """Where a new request goes (see :meth:`RequestPublisher.topics_for`); ``enqueue --dry-run`` shows it.
+
+    Namespace scope: the namespace's own topic, unless ``namespace_known`` says the cluster has no such
+    namespace (an orphan of a deleted one): daemons serve only the namespaces they find, so it would sit
+    there unread (found by attacking replicas).  Then the cluster's topics, which unrestricted daemons drain."""
     if not namespace_scope:
         return topics
-    return beside(f"persistent://{namespace_of_topic(request.topic_name)}/{NAMESPACE_TOPIC}", topics)
+    namespace = namespace_of_topic(request.topic_name)
+    if namespace_known is not None and not namespace_known(namespace):
+        return topics
+    return beside(f"persistent://{namespace}/{NAMESPACE_TOPIC}", topics)
 
 
 class RequestPublisher:
-    def __init__(self, broker: BrokerClient, topics: DeletionTopics, namespace_scope: bool = False) -> None:
+    def __init__(self, broker: BrokerClient, topics: DeletionTopics, namespace_scope: bool = False,
+                 namespace_known: Callable[[str], bool] | None = None) -> None:
         self.broker = broker
         self.topics = topics
         #: requests go to their topic's namespace's own request topic (ledgerDeletionTopicScope = namespace)
         self.namespace_scope = namespace_scope
+        #: whether the cluster has a namespace (see :func:`route`); None: every namespace is taken to exist
+        self.namespace_known = namespace_known
         self._producers: dict[str, Producer] = {}
         self._lock = threading.Lock()
 
@@ -58,7 +69,7 @@ class RequestPublisher:
         operator's ``enqueue``, which make the request: the namespace it lands in is the one it names,
         and the daemon checks exactly that.  A request read back from somewhere (a DLQ) is a claim,
         and goes back where it was read (:meth:`send_request_to`), never where it says."""
-        return route(request, self.topics, self.namespace_scope)
+        return route(request, self.topics, self.namespace_scope, self.namespace_known)
 
     def send_request(self, request: PendingDeleteLedgerInfo) -> str:
         """To the request's partition; returns the message id once receipted."""

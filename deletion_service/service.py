@@ -33,7 +33,7 @@ from deletion_service.delete_phase.pipeline import DeletePipeline
 from deletion_service.delete_phase.worker import DeletePhaseWorker, Hooks, Limits, Settled
 from deletion_service.metrics import DeletionMetrics
 from deletion_service.model import DeleteLedgerPayload, LedgerType, PendingDeleteLedgerInfo, Reason
-from deletion_service.namespaces import cross_namespace
+from deletion_service.namespaces import cross_namespace, known_namespaces
 from deletion_service.publisher import RequestPublisher
 from deletion_service.topics import DeletionTopics, namespace_of_topic, namespace_topics
 from metastore.interface import MetadataStore
@@ -88,7 +88,8 @@ class LedgerDeletionService:
         self.offload = offload or OffloaderSettings.from_config(config.camel())
         self.policy = policy_from(config)
         self.namespace_scope = config.ledger_deletion_topic_scope == "namespace"
-        self.publisher = RequestPublisher(broker, self.topics, namespace_scope=self.namespace_scope)
+        self.publisher = RequestPublisher(broker, self.topics, namespace_scope=self.namespace_scope,
+                                          namespace_known=known_namespaces(store))
         #: every set of deletion topics this service consumes (the cluster's, or one per namespace served)
         self.served: list[DeletionTopics] = []
         self.gatherer = FactGatherer(store, self.bk_store, self.offload, config.bookkeeper_ledgers_root_path)

@@ -5,7 +5,8 @@ Replicas find the namespaces to serve in ``/admin/policies`` and ``/managed-ledg
 namespace is in neither, but its leaked ledgers are in BookKeeper (#21745, #22802: the leaks
 ``scan-orphans --enqueue`` exists for), and ``enqueue``/``scan-orphans --enqueue`` send each
 request to its topic's namespace's own topic, creating it and its subscription.  No replica ever
-subscribes there, so the request waits for good where nobody looks.
+subscribes there, so the request waited for good where nobody looks.  Now a request for a namespace
+the cluster does not have goes to the cluster's topics, which unrestricted daemons drain.
 
 Real processes: two unrestricted replicas, pulsar-lite (the session's), ZooKeeper (a chroot), the
 real ``enqueue --from-file`` CLI.

@@ -24,6 +24,7 @@ from deletion_service.cli.options import CommonOptions
 from deletion_service.config import DeletionConfig
 from deletion_service.embedded.broker import EmbeddedBroker
 from deletion_service.errors import UsageError, UserError
+from deletion_service.namespaces import known_namespaces
 from deletion_service.publisher import RequestPublisher
 from deletion_service.topics import DeletionTopics
 from metastore import MetadataStore, open_store
@@ -128,6 +129,14 @@ def connect_broker(opts: CommonOptions, config: DeletionConfig, topics: Deletion
     return broker, embedded
 
 
+def _namespaces_known(opts: CommonOptions, config: DeletionConfig, stack: ExitStack) -> Callable[[str], bool] | None:
+    """Namespace scope: which namespaces the cluster has, so an orphan of one it no longer has goes to the
+    cluster's topics (no daemon serves its own).  None when an embedded data dir has no store yet."""
+    if store_url(opts) == embedded_store_url(opts.data_dir) and not (Path(opts.data_dir) / "metadata.db").exists():
+        return None
+    return known_namespaces(stack.enter_context(open_metadata_store(opts, config)))
+
+
 def probe_broker(url: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
     """Fail at once, in one sentence, when no host of ``url`` accepts a TCP connection.
 
@@ -164,7 +173,9 @@ def publisher(opts: CommonOptions, config: DeletionConfig) -> Iterator[RequestPu
     with ExitStack() as stack:
         topics = DeletionTopics.from_config(config)
         client, _ = connect_broker(opts, config, topics, own_broker=False, stack=stack)
-        out = RequestPublisher(client, topics, namespace_scope=config.ledger_deletion_topic_scope == "namespace")
+        namespace_scope = config.ledger_deletion_topic_scope == "namespace"
+        out = RequestPublisher(client, topics, namespace_scope=namespace_scope,
+                               namespace_known=_namespaces_known(opts, config, stack) if namespace_scope else None)
         stack.callback(out.close)
         yield out
 
