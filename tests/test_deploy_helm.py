@@ -87,7 +87,7 @@ ALL_ON: dict[str, Any] = {
         "pushgateway": "http://pushgateway.monitoring:9091",
         "sparkMaster": "spark://spark-master:7077",
         "minAge": "2d",
-        "extraArgs": ["--output", "/tmp/scan"],
+        "extraArgs": ["--spark-conf", "spark.sql.shuffle.partitions=64"],  # --output would clash with the reports dir
     },
 }
 DATA_DIR = "/var/lib/ledger-deletion/data"  # the image's writable tree (deploy/Dockerfile)
