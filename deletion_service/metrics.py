@@ -198,7 +198,7 @@ class DeletionMetrics:
         dry run as neither; anything else as a failed attempt."""
         if status == DeleteStatus.DELETED:
             self.deleted.labels(type=ledger_type).inc()
-        elif status not in (DeleteStatus.ABSENT, DeleteStatus.DRY_RUN):
+        elif status not in (DeleteStatus.ABSENT, DeleteStatus.DRY_RUN, DeleteStatus.CLAIMED):
             self.failed.labels(type=ledger_type).inc()
 
     def count_deletes(self, results: Tally[tuple[str, DeleteStatus]]) -> None:
@@ -208,7 +208,7 @@ class DeletionMetrics:
         for (ledger_type, status), n in results.items():
             if status == DeleteStatus.DELETED:
                 self.deleted.labels(type=ledger_type).inc(n)
-            elif status not in (DeleteStatus.ABSENT, DeleteStatus.DRY_RUN):
+            elif status not in (DeleteStatus.ABSENT, DeleteStatus.DRY_RUN, DeleteStatus.CLAIMED):
                 self.failed.labels(type=ledger_type).inc(n)
 
     def count_acked(self, outcomes: Tally[Outcome]) -> None:

@@ -95,6 +95,8 @@ class Policy:
 
 #: Requests a mark phase sends *before* it removes the ledger from its list.
 MARK_PHASE = frozenset({Reason.TRIM, Reason.TOPIC_DELETED})
+#: How soon a request for an offloaded copy another daemon is deleting looks again (at most).
+CLAIMED_RETRY_S = 30.0
 #: A grace start further ahead of our clock than this is not believed (it would never end).
 CLOCK_SKEW_S = 60.0
 
@@ -258,6 +260,10 @@ def settle_delete(action: Action, result: DeleteResult, attempts: int, policy: P
             return retry_later("ledger metadata changed since it was verified", attempts, policy)
         case DeleteStatus.TRANSIENT:
             return retry_later(result.detail, attempts, policy)
+        case DeleteStatus.CLAIMED:  # not tried: whoever holds the copy deletes it; this finds it absent
+            return Action(Verdict.RECONSUME, result.detail, delay_s=min(CLAIMED_RETRY_S, policy.reconsume_later_s,
+                                                                        policy.max_delay_s),
+                          kind=Kind.TRANSIENT, counts=False)
         case DeleteStatus.FAILED:
             return Action(Verdict.DLQ, result.detail, kind=Kind.DELETE_FAILED)
         case _:

@@ -16,6 +16,13 @@ objects likewise: S3 deletes are unconditional, so a retry after a failed try
 is safe, but an object present before the first try and reported absent by the
 last one was deleted by the try whose answer was lost: recorded as deleted, with
 the same caveat, not as "absent".
+
+Object stores have no conditional delete, so an offloaded copy is deleted once
+however many requests name it: duplicates in one batch are deleted once (the
+twins settle as "absent", what they would have found a moment later), and the
+delete itself runs under a claim in the metadata store (``offload_claims.py``),
+so of several daemons (or lane threads) holding requests for one copy only one
+deletes it; the others defer, untried, and find it absent when they come back.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from tenacity import Retrying
 
 from deletion_service.delete_phase.decision import Action, Verdict
 from deletion_service.delete_phase.facts import DeleteResult, DeleteStatus, Facts, OffloadObject
+from deletion_service.delete_phase.offload_claims import Busy, Claim, OffloadClaims, claim_name
 from deletion_service.delete_phase.offload_pool import in_parallel
 from deletion_service.delete_phase.storage_retry import TRANSIENT, in_process_retry
 from deletion_service.failpoints import failpoint
@@ -75,8 +83,11 @@ class Executor:
         limiter: RateLimiter | None = None,
         retry: Callable[[], Retrying] = in_process_retry,
         dry_run: bool = False,
+        claims: OffloadClaims | None = None,
     ) -> None:
         self.bk_store = bookkeeper_store
+        #: offloaded copies are claimed in the store the BookKeeper deletes go to: every replica shares it
+        self.claims = claims or OffloadClaims(bookkeeper_store)
         self.offload = offload
         self.limiter = limiter or RateLimiter(0)
         self.retry = retry
@@ -98,9 +109,28 @@ class Executor:
                                  strict=True):
                 results[i] = result
         offload = [i for i in deletes if actions[i].verdict == Verdict.DELETE_OFFLOAD]
-        for i, result in zip(offload, in_parallel([(lambda i=i: self._delete_offload(facts[i])) for i in offload]),
-                             strict=True):
-            results[i] = result
+        if offload:
+            for i, result in zip(offload, self._delete_offloads([facts[i] for i in offload]), strict=True):
+                results[i] = result
+        return results
+
+    def _delete_offloads(self, facts: Sequence[Facts]) -> list[DeleteResult]:
+        """Each copy once, however many requests in the batch name it: a twin of a copy deleted here
+        settles as "absent" (what it would have found a moment later), else as its first did."""
+        first: dict[str, int] = {}
+        for i, f in enumerate(facts):
+            assert f.offload is not None and f.offload.target is not None, "decided DELETE_OFFLOAD: it has a target"
+            first.setdefault(claim_name(f.offload.target), i)
+        unique = list(first.values())
+        done = dict(zip(unique, in_parallel([(lambda i=i: self._delete_offload(facts[i])) for i in unique]),
+                        strict=True))
+        results = []
+        for i, f in enumerate(facts):
+            assert f.offload is not None and f.offload.target is not None
+            result = done[first[claim_name(f.offload.target)]]
+            twin = i not in done
+            results.append(DeleteResult(DeleteStatus.ABSENT) if twin and result.status == DeleteStatus.DELETED
+                           else result)
         return results
 
     def _delete_bookkeeper(self, facts: Sequence[Facts], actions: Sequence[Action]) -> list[DeleteResult]:
@@ -146,6 +176,20 @@ class Executor:
         off = facts.offload
         assert off is not None and off.target is not None, "decided DELETE_OFFLOAD: a verified copy has a target"
         self.limiter.acquire()
+        try:
+            claim = self.claims.take(off.target)
+        except Exception as e:  # noqa: BLE001 - the store did not answer: nothing deleted, tried again later
+            return DeleteResult(DeleteStatus.TRANSIENT, f"could not claim the offloaded copy ({type(e).__name__}: "
+                                                        f"{e}): not deleted")
+        if isinstance(claim, Busy):
+            return DeleteResult(DeleteStatus.CLAIMED, claim.value)
+        try:
+            return self._delete_claimed(off.target, claim)
+        finally:
+            self.claims.release(claim)
+
+    def _delete_claimed(self, target: OffloadTarget, claim: Claim) -> DeleteResult:
+        """HEAD the copy's objects, renew the claim, delete them (see the module's docstring)."""
         failed_tries: list[OffloadTransientError] = []
 
         def delete_all(offloader: Offloader, target: OffloadTarget) -> dict[str, ObjectDeleteOutcome]:
@@ -156,9 +200,11 @@ class Executor:
                 raise
 
         try:
-            offloader = offloader_for(off.target.driver_name, self.offload)
-            sizes = self.retry()(_sizes, offloader, off.target)
-            outcomes = self.retry()(delete_all, offloader, off.target)
+            offloader = offloader_for(target.driver_name, self.offload)
+            sizes = self.retry()(_sizes, offloader, target)
+            if not self.claims.renew(claim):
+                return DeleteResult(DeleteStatus.TRANSIENT, CLAIM_LOST)
+            outcomes = self.retry()(delete_all, offloader, target)
         except OffloadTransientError as e:
             return DeleteResult(DeleteStatus.TRANSIENT, str(e))
         except OffloadError as e:  # target error, or not allowed discovered late: an operator looks
@@ -189,6 +235,9 @@ DELETES = frozenset({Verdict.DELETE_BOOKKEEPER, Verdict.DELETE_OFFLOAD})
 #: The caveat a znode deleted with its reply lost carries into the audit record's reason.
 REPLY_LOST = ("reply lost; gone on re-read with every znode of its atomic batch: taken as ours, though "
               "a deletion by another party in the meantime looks the same")
+
+CLAIM_LOST = ("the claim on the offloaded copy was taken over while this daemon held it (a pause longer than "
+              "its life): not deleted")
 
 REPLY_LOST_OBJECTS = ("{} gone on re-read after a delete try that failed (reply lost): taken as ours, though a "
                       "deletion by another party in the meantime looks the same")

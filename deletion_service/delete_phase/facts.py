@@ -108,6 +108,7 @@ class DeleteStatus(StrEnum):
     ABSENT = "absent"  # already gone: success
     BAD_VERSION = "bad_version"  # the ledger changed since it was verified: verify again later
     TRANSIENT = "transient"  # storage did not answer usefully this time
+    CLAIMED = "claimed"  # an offloaded copy another daemon (or thread) is deleting now: untried, look again
     FAILED = "failed"  # a permanent failure an operator must see
     DRY_RUN = "dry_run"  # nothing was done on purpose
 
