@@ -127,6 +127,23 @@ def test_a_claim_this_process_created_without_hearing_back_is_its_own(store_url:
         store.close()
 
 
+def test_claims_left_by_dead_owners_are_swept_and_live_ones_stay(
+        two_daemons: tuple[MetadataStore, MetadataStore]) -> None:
+    """A daemon that died after its delete's record, before its release, leaves a claim nothing would
+    take again (the objects are gone): expired ones are removed by whoever takes a claim next."""
+    store_a, store_b = two_daemons
+    clock = Clock()
+    dead, live = target(ledger_id=1), target(ledger_id=2)
+    dying = OffloadClaims(store_a, TTL_S, clock=clock, owner="replica-a")
+    assert isinstance(dying.take(dead), Claim)
+    clock.now += TTL_S + 1
+    holder = OffloadClaims(store_a, TTL_S, clock=clock, owner="replica-c")
+    assert isinstance(holder.take(live), Claim)
+    assert isinstance(OffloadClaims(store_b, TTL_S, clock=clock, owner="replica-b").take(target(ledger_id=3)), Claim)
+    assert claim_node(store_b, dead) is None, "the dead owner's expired claim was left behind"
+    assert (claim_node(store_b, live) or {}).get("owner") == "replica-c", "a live claim was swept"
+
+
 def test_a_claimed_copy_defers_its_request_untried_and_transient() -> None:
     policy = Policy(reconsume_later_s=600, max_retries=3)
     action = settle_delete(DecidedAction(Verdict.DELETE_OFFLOAD, "verified"),

@@ -39,7 +39,9 @@ A crash between any two steps loses nothing and deletes nothing twice:
   request finds them absent (the same caveat as a lost delete reply);
 * after the record, before the release: the claim outlives its owner until
   it expires; a request for the copy finds the objects absent before it ever
-  looks at the claim, and the next take of an expired claim overwrites it.
+  looks at the claim.  Nothing would ever take that claim again, so every
+  daemon removes expired claims (at the version it read) now and then
+  (:meth:`OffloadClaims.sweep`, at most once per claim life, when it takes one).
 
 Releasing once the outcome is *known* rather than once it is *recorded* is
 enough: whoever takes the claim next HEADs the objects under it, and finds
@@ -67,6 +69,8 @@ _log = logging.getLogger(__name__)
 
 #: Where the claims live: a path of this tool's own, beside its DLQ marker key.
 CLAIMS_ROOT = "/ledger-deletion/offload-claims"
+#: Expired claims one sweep removes at most (a sweep runs inside a delete: kept short).
+SWEEP_LIMIT = 100
 #: How long a claim holds without a renewal: longer than a copy's delete with its in-process tries
 #: (three tries of calls with a 2 s connect and a 5 s read timeout), short enough that a copy whose
 #: deleter died waits only this long for a sibling.
@@ -116,6 +120,7 @@ class OffloadClaims:
         #: claim name -> the version of its node we wrote (-1 while it is being taken)
         self._mine: dict[str, int] = {}
         self._lock = threading.Lock()
+        self._next_sweep = clock()
 
     def take(self, target: OffloadTarget) -> Claim | Busy:
         name = claim_name(target)
@@ -133,7 +138,35 @@ class OffloadClaims:
             self._forget(name)
             return Busy.ELSEWHERE
         self._set(name, version)
+        if self._sweep_due():
+            self.sweep()
         return claim
+
+    def sweep(self) -> int:
+        """Remove claims expired (their owners died between delete and release), each at the version read,
+        so one taken over meanwhile stays.  Returns how many were removed; never raises."""
+        removed = 0
+        try:
+            for name in self.store.children(CLAIMS_ROOT)[:SWEEP_LIMIT]:
+                path = f"{CLAIMS_ROOT}/{name}"
+                node = self.store.get(path)
+                if node is None or _parse(node.data, node.ctime_ms + int(self.ttl_s * 1000))[1] > self.clock() * 1000:
+                    continue
+                try:
+                    self.store.delete(path, node.version)
+                    removed += 1
+                except (BadVersionError, NoNodeError):
+                    pass  # taken over or released meanwhile: not ours to remove
+        except Exception as e:  # noqa: BLE001 - a leftover claim costs a node, never a deletion
+            _log.info("sweeping expired offload claims failed (%s): tried again later", e)
+        return removed
+
+    def _sweep_due(self) -> bool:
+        with self._lock:
+            if self.clock() < self._next_sweep:
+                return False
+            self._next_sweep = self.clock() + self.ttl_s
+            return True
 
     def renew(self, claim: Claim) -> bool:
         """Our claim is good for another ``ttl_s``; False if it was taken over (or removed) meanwhile."""
