@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import PulsarLiteBroker
+from tests.harness import PulsarLiteBroker, wait_until
 from tests.replicas_world import ReplicaWorld
 
 KILLED = -signal.SIGKILL
@@ -53,10 +53,15 @@ def test_three_replicas_share_the_subscription_and_delete_each_ledger_once(world
     assert [r.stop() for r in world.replicas] == [0, 0, 0]
 
 
-def test_a_replica_killed_holding_requests_leaves_them_to_the_others(world: ReplicaWorld) -> None:
+def test_a_replica_killed_holding_requests_leaves_them_to_the_others(world: ReplicaWorld,
+                                                                     lite: PulsarLiteBroker) -> None:
     """The first replica takes every request (it alone consumes when they are sent) and is SIGKILLed
     after its first batch's deletes, before their acks; the two others, started then, get every
-    request redelivered and settle each (``absent`` where the first had deleted): none is deleted twice."""
+    request redelivered and settle each (``absent`` where the first had deleted): none is deleted twice.
+
+    When the killed replica's connection ended with a reset (data still unread in its socket),
+    pulsar-lite keeps its consumers and what they held until it restarts (a limitation of the binary,
+    ``test_attack30_killed_mid_flow.py``): then the README's remedy, a broker restart, is applied here."""
     first, *others = world.add_replicas(3)
     first.start("delete.before-ack=kill@1").wait_ready()
     world.enqueue(world.orphans(300))
@@ -66,9 +71,19 @@ def test_a_replica_killed_holding_requests_leaves_them_to_the_others(world: Repl
     for replica in others:
         replica.wait_ready()
     _each_deleted_once(world)
-    finished = {rec["request"]["ledgerId"] for r in others for rec in r.audit()
+
+    def finished() -> set[int]:
+        return {rec["request"]["ledgerId"] for r in others for rec in r.audit()
                 if rec["outcome"] in ("absent", "deleted")}
-    assert finished == set(world.ledgers), "a request the killed replica held was not finished by the others"
+
+    try:
+        wait_until(lambda: finished() == set(world.ledgers), 30, "the others finished", interval=0.5)
+    except RuntimeError:
+        assert "Connection reset by peer" in lite.log_tail(2000), "not finished, and no reset to explain it"
+        lite.stop()
+        lite.start()
+        wait_until(lambda: finished() == set(world.ledgers), 90, "the others finished after the broker restarted",
+                   interval=0.5)
     assert [r.stop() for r in others] == [0, 0]
 
 

@@ -15,11 +15,14 @@ block of its own before its first consumer:
 
 1. a ticket: the entry id of one message it sends to :data:`TICKET_TOPIC` (the broker assigns
    entry ids one at a time, so processes starting together get consecutive tickets);
-2. its block, ``ticket % BLOCKS``: it burns ``block * BLOCK_SIZE`` ids by creating and closing
+2. its block, ``ticket % (BLOCKS - 1) + 1``: it burns ``block * BLOCK_SIZE`` ids by creating and closing
    that many readers (a reader is a consumer on a non-durable subscription of its own, and
    creating consumers is the only thing that advances the counter), all in flight together:
    about 1 ms each on loopback, 0.2 s on average.
 
+Only long-lived clients (daemons) move: a short command (``inflight``, ``dlq list``) keeps block 0,
+which no daemon takes, so it starts in well under a second (burning cost it 0.5 s on average and up
+to 3 s); two short commands on one subscription at once can still meet, and retry as below.
 A process that uses more than :data:`BLOCK_SIZE` ids (a daemon uses about twice its partition
 count), or :data:`BLOCKS` more processes started while one lives, can still collide: that
 subscribe times out, and :class:`~deletion_service.broker.pulsar_client.PulsarBrokerClient`
@@ -130,9 +133,10 @@ def server_version(service_url: str, timeout_s: float = 2.0) -> str | None:
 class ConsumerIds:
     """Moves one client's consumer-id counter to a block of its own, once, on pulsar-lite."""
 
-    def __init__(self, client: pulsar.Client, service_url: str) -> None:
+    def __init__(self, client: pulsar.Client, service_url: str, long_lived: bool = True) -> None:
         self._client = client
         self._service_url = service_url
+        self._long_lived = long_lived
         self._lock = threading.Lock()
         self._checked = False
         self._moved = False
@@ -162,8 +166,8 @@ class ConsumerIds:
             self._check()
             if self._checked:
                 self._moved = True
-                if self.needed:
-                    self._burn((self._ticket() % BLOCKS) * BLOCK_SIZE)
+                if self.needed and self._long_lived:  # block 0 is the short commands'
+                    self._burn((self._ticket() % (BLOCKS - 1) + 1) * BLOCK_SIZE)
 
     def skip_blocks(self) -> None:
         """After a refused subscribe: jump a random 1 to ``BLOCKS - 1`` blocks further on."""

@@ -316,10 +316,13 @@ class PulsarBrokerClient(BrokerClient):
         tls_trust_certs_file: Path | None = None,
         operation_timeout_s: int = 15,
         subscription_known: Callable[[str, str], bool] | None = None,
+        long_lived: bool = True,
     ) -> None:
         """``subscription_known``: asked before subscribing just to create a subscription.
         The embedded broker refuses a second process's consumer on a subscription a live
-        daemon consumes (real Pulsar does not), so there we first ask its metrics."""
+        daemon consumes (real Pulsar does not), so there we first ask its metrics.
+        ``long_lived``: a daemon, which on pulsar-lite takes consumer ids of a block of its own;
+        a short command keeps the first block, and so its sub-second start (:mod:`.consumer_ids`)."""
         auth = None
         if auth_token_file is not None:
             try:
@@ -339,7 +342,7 @@ class PulsarBrokerClient(BrokerClient):
         self._subscription_known = subscription_known
         self._subscribed: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
-        self._consumer_ids = ConsumerIds(self._client, service_url)
+        self._consumer_ids = ConsumerIds(self._client, service_url, long_lived)
 
     def _subscribe(self, topics: str | list[str], subscription: str, **options: Any) -> pulsar.Consumer:
         """Every subscribe goes through here: on pulsar-lite, consumer ids must be unique across

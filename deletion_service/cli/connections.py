@@ -121,7 +121,7 @@ def connect_broker(opts: CommonOptions, config: DeletionConfig, topics: Deletion
         url = (embedded.replace() if own_broker else embedded.ensure()).serviceUrl
         known = embedded.subscription_known
     broker = PulsarBrokerClient(url, config.broker_auth_token_file, config.broker_tls_trust_certs_file,
-                                subscription_known=known)
+                                subscription_known=known, long_lived=own_broker)  # run and demo
     stack.callback(broker.close)
     # namespace scope: requests go to each namespace's own (unpartitioned) topic; the cluster's are only drained
     if request_topics and embedded is None and config.ledger_deletion_topic_scope == "cluster":
