@@ -48,6 +48,15 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoS3Server
 
 
 @pytest.fixture
+def own_pulsar_lite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PulsarLiteBroker]:
+    """A pulsar-lite process of the test's own, for a test that restarts or wedges its broker (the
+    session's is shared by every test of its worker)."""
+    broker = PulsarLiteBroker(tmp_path_factory.mktemp("own-pulsar-lite")).start()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture
 def zk_url(zookeeper: ZooKeeperServer) -> str:
     """A fresh chroot per test, so tests never see each other's nodes."""
     return f"{zookeeper.url}/t-{uuid.uuid4().hex[:12]}"

@@ -33,15 +33,8 @@ from tests.test_attack30_support import gauge, metrics
 
 
 @pytest.fixture
-def lite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PulsarLiteBroker]:
-    broker = PulsarLiteBroker(tmp_path_factory.mktemp("attack30-broker")).start()
-    yield broker
-    broker.stop()
-
-
-@pytest.fixture
-def world(tmp_path: Path, zk_url: str, lite: PulsarLiteBroker) -> Iterator[ReplicaWorld]:
-    w = ReplicaWorld(tmp_path, zk_url, lite.service_url, scope="cluster")
+def world(tmp_path: Path, zk_url: str, own_pulsar_lite: PulsarLiteBroker) -> Iterator[ReplicaWorld]:
+    w = ReplicaWorld(tmp_path, zk_url, own_pulsar_lite.service_url, scope="cluster")
     w.config.write_text(w.config.read_text().replace("minLedgerAgeSeconds = 0", "minLedgerAgeSeconds = 3600"))
     yield w
     w.close()
@@ -55,7 +48,8 @@ def _sum(world: ReplicaWorld, name: str) -> float:
     return total
 
 
-def test_a_held_request_is_held_once_after_a_broker_restart(world: ReplicaWorld, lite: PulsarLiteBroker) -> None:
+def test_a_held_request_is_held_once_after_a_broker_restart(world: ReplicaWorld,
+                                                             own_pulsar_lite: PulsarLiteBroker) -> None:
     for replica in world.add_replicas(2):
         replica.start()
     for replica in world.replicas:
@@ -65,8 +59,8 @@ def test_a_held_request_is_held_once_after_a_broker_restart(world: ReplicaWorld,
                interval=0.3)
     received = _sum(world, "pulsar_ledger_deletion_received_total")
 
-    lite.stop()
-    lite.start()
+    own_pulsar_lite.stop()
+    own_pulsar_lite.start()
     wait_until(lambda: _sum(world, "pulsar_ledger_deletion_received_total") > received, 90,
                "the replicas reconnected and the held message redelivered", interval=0.3)
     for replica in world.replicas:

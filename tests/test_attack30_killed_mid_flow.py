@@ -28,21 +28,14 @@ from tests.replicas_world import ReplicaWorld
 
 
 @pytest.fixture
-def lite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PulsarLiteBroker]:
-    broker = PulsarLiteBroker(tmp_path_factory.mktemp("attack30-flow-broker")).start()
-    yield broker
-    broker.stop()
-
-
-@pytest.fixture
-def world(tmp_path: Path, zk_url: str, lite: PulsarLiteBroker) -> Iterator[ReplicaWorld]:
-    w = ReplicaWorld(tmp_path, zk_url, lite.service_url, scope="cluster", partitions=1)
+def world(tmp_path: Path, zk_url: str, own_pulsar_lite: PulsarLiteBroker) -> Iterator[ReplicaWorld]:
+    w = ReplicaWorld(tmp_path, zk_url, own_pulsar_lite.service_url, scope="cluster", partitions=1)
     yield w
     w.close()
 
 
 def test_a_replica_frozen_then_killed_leaves_its_requests_to_its_sibling_once_pulsar_lite_restarts(
-        world: ReplicaWorld, lite: PulsarLiteBroker) -> None:
+        world: ReplicaWorld, own_pulsar_lite: PulsarLiteBroker) -> None:
     """The replica freezes (SIGSTOP: a stalled node, a paused VM) while the broker pushes it requests,
     then is killed with them unread (the OOM killer, a node lost); the broker is restarted."""
     first, second = world.add_replicas(2)
@@ -51,8 +44,8 @@ def test_a_replica_frozen_then_killed_leaves_its_requests_to_its_sibling_once_pu
     first.proc.send_signal(signal.SIGSTOP)
     world.enqueue(world.orphans(300))  # dispatched to the only consumer: the frozen one
     first.stop(signal.SIGKILL)
-    lite.stop()  # the remedy the README names for pulsar-lite's consumers of dead connections
-    lite.start()
+    own_pulsar_lite.stop()  # the remedy the README names for pulsar-lite's consumers of dead connections
+    own_pulsar_lite.start()
     second.start().wait_ready()
     try:
         world.wait_drained(60)

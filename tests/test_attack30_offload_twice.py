@@ -24,17 +24,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import boto3
 import pytest
 
 from tests.deletion_world import S3Bucket
 from tests.harness import MotoS3Server, PulsarLiteBroker, wait_until
 from tests.replicas_world import ReplicaWorld
-from tests.test_attack30_support import SlowDeletes, settled
+from tests.test_attack30_support import SlowDeletes, bucket_behind_slow_deletes, settled
 
 DUPLICATES = 6
 
@@ -48,12 +46,8 @@ def world(tmp_path: Path, zk_url: str, pulsar_broker: PulsarLiteBroker) -> Itera
 
 @pytest.fixture
 def slow_s3(s3_server: MotoS3Server) -> Iterator[tuple[SlowDeletes, S3Bucket]]:
-    name = f"attack30-{uuid.uuid4().hex[:8]}"
-    boto3.client("s3", endpoint_url=s3_server.endpoint, region_name="us-east-1").create_bucket(Bucket=name)
-    proxy = SlowDeletes(s3_server.endpoint, delay_s=2.0)
-    proxy.start()
-    yield proxy, S3Bucket(s3_server.endpoint, name)
-    proxy.stop()
+    with bucket_behind_slow_deletes(s3_server, delay_s=2.0) as slow:
+        yield slow
 
 
 def test_duplicate_requests_for_one_offloaded_copy_record_one_deletion(

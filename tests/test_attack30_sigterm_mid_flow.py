@@ -19,15 +19,8 @@ from tests.replicas_world import ReplicaWorld
 
 
 @pytest.fixture
-def lite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PulsarLiteBroker]:
-    broker = PulsarLiteBroker(tmp_path_factory.mktemp("attack30-term-broker")).start()
-    yield broker
-    broker.stop()
-
-
-@pytest.fixture
-def world(tmp_path: Path, zk_url: str, lite: PulsarLiteBroker) -> Iterator[ReplicaWorld]:
-    w = ReplicaWorld(tmp_path, zk_url, lite.service_url, scope="cluster", partitions=1)
+def world(tmp_path: Path, zk_url: str, own_pulsar_lite: PulsarLiteBroker) -> Iterator[ReplicaWorld]:
+    w = ReplicaWorld(tmp_path, zk_url, own_pulsar_lite.service_url, scope="cluster", partitions=1)
     yield w
     w.close()
 

@@ -14,17 +14,15 @@ once and answers it 8 s later (a fault moto cannot produce on its own).
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import boto3
 import pytest
 
 from tests.deletion_world import S3Bucket
 from tests.harness import MotoS3Server, PulsarLiteBroker, wait_until
 from tests.replicas_world import ReplicaWorld
-from tests.test_attack30_support import SlowDeletes, enqueue_offload, settled
+from tests.test_attack30_support import SlowDeletes, bucket_behind_slow_deletes, enqueue_offload, settled
 
 
 @pytest.fixture
@@ -36,12 +34,8 @@ def world(tmp_path: Path, zk_url: str, pulsar_broker: PulsarLiteBroker) -> Itera
 
 @pytest.fixture
 def late_replies(s3_server: MotoS3Server) -> Iterator[tuple[SlowDeletes, S3Bucket]]:
-    name = f"attack30-{uuid.uuid4().hex[:8]}"
-    boto3.client("s3", endpoint_url=s3_server.endpoint, region_name="us-east-1").create_bucket(Bucket=name)
-    proxy = SlowDeletes(s3_server.endpoint, delay_s=8.0, reply_late=True)
-    proxy.start()
-    yield proxy, S3Bucket(s3_server.endpoint, name)
-    proxy.stop()
+    with bucket_behind_slow_deletes(s3_server, delay_s=8.0, reply_late=True) as slow:
+        yield slow
 
 
 def test_a_replica_stopped_while_its_offload_delete_is_answered_leaves_a_record_of_it(

@@ -10,8 +10,12 @@ import subprocess
 import threading
 import time
 import urllib.request
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler
 
+import boto3
 import pulsar
 
 from deletion_service.cluster_writer import pulsar_custom_metadata
@@ -19,7 +23,7 @@ from deletion_service.failpoints import ENV as FAILPOINTS_ENV
 from metastore.formats.ledger_paths import ledger_path
 from tests.deletion_world import S3Bucket
 from tests.fault_proxy import FaultProxy
-from tests.harness import free_port
+from tests.harness import MotoS3Server, free_port
 from tests.replicas_world import Replica, ReplicaWorld
 
 
@@ -153,3 +157,17 @@ def enqueue_offload(world: ReplicaWorld, bucket: S3Bucket, endpoint: str, ledger
     out = subprocess.run([*world.argv(world.root / "enqueue-data"), "enqueue", "--from-file", str(lines)],
                          env=world.env(), capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
+
+
+@contextmanager
+def bucket_behind_slow_deletes(s3_server: MotoS3Server, delay_s: float,
+                               reply_late: bool = False) -> Iterator[tuple[SlowDeletes, S3Bucket]]:
+    """A fresh bucket on the session's moto_server, and a :class:`SlowDeletes` proxy in front of it."""
+    name = f"attack30-{uuid.uuid4().hex[:8]}"
+    boto3.client("s3", endpoint_url=s3_server.endpoint, region_name="us-east-1").create_bucket(Bucket=name)
+    proxy = SlowDeletes(s3_server.endpoint, delay_s=delay_s, reply_late=reply_late)
+    proxy.start()
+    try:
+        yield proxy, S3Bucket(s3_server.endpoint, name)
+    finally:
+        proxy.stop()
