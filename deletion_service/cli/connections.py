@@ -121,7 +121,10 @@ def connect_broker(opts: CommonOptions, config: DeletionConfig, topics: Deletion
         url = (embedded.replace() if own_broker else embedded.ensure()).serviceUrl
         known = embedded.subscription_known
     broker = PulsarBrokerClient(url, config.broker_auth_token_file, config.broker_tls_trust_certs_file,
-                                subscription_known=known, long_lived=own_broker)  # run and demo
+                                # a daemon on an external broker (replicas); the embedded one is a data dir's only
+                                # daemon, and its broker is replaced at start: no ids to keep apart (and the
+                                # soak saw a fresh broker refuse the burn's subscribe three times, 90 s)
+                                subscription_known=known, long_lived=own_broker and embedded is None)
     stack.callback(broker.close)
     # namespace scope: requests go to each namespace's own (unpartitioned) topic; the cluster's are only drained
     if request_topics and embedded is None and config.ledger_deletion_topic_scope == "cluster":
