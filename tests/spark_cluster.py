@@ -46,7 +46,7 @@ class SparkMaster(ServerProcess):
     def _status_is(self, check: str) -> bool:
         try:
             status = self.status()
-        except OSError:
+        except (OSError, ValueError):  # not answering yet, or (seen once, while it starts) an HTML page, not JSON
             return False
         if check == "master":
             return status.get("status") == "ALIVE"
