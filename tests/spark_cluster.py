@@ -56,8 +56,12 @@ class SparkMaster(ServerProcess):
         self.port, self.webui_port = free_port(), free_port()
         self._spawn([str(SPARK_CLASS), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                      "--port", str(self.port), "--webui-port", str(self.webui_port)], env=_env(self.workdir))
-        wait_until(lambda: self._status_is("master"), START_TIMEOUT_S, "Spark master", self.proc, self.log_path,
-                   interval=0.5)
+        try:
+            wait_until(lambda: self._status_is("master"), START_TIMEOUT_S, "Spark master", self.proc, self.log_path,
+                       interval=0.5)
+        except BaseException:
+            self.stop()  # a master that never became ready is still a JVM of ours
+            raise
         return self
 
     def wait_for_worker(self, worker: SparkWorker) -> None:

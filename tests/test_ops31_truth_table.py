@@ -36,6 +36,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from deletion_service.cluster_writer import ClusterWriter, pulsar_custom_metadata
+from deletion_service.embedded.broker import EmbeddedBroker, stop_pid
 from deletion_service.orphans.push import JOB, push_summary
 from deletion_service.orphans.summary import ScanSummary
 from metastore import open_store
@@ -224,6 +225,9 @@ def test_the_truth_table_from_real_scrapes(tmp_path: Path, gateway: str) -> None
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
+        info = EmbeddedBroker(data_dir).read_info()  # the killed daemon's broker outlives it: stopped by its PID
+        if info is not None:
+            stop_pid(info.pid)
     rows.append(Row("down", _get(metrics), scan_ok))  # nothing answers: Prometheus records up 0
     push_summary(gateway, ScanSummary(5, 0, 2, 4096, 0, 9, 3, 2, 86_400, 10_000))
     missing = _get(gateway + "/metrics") or ""
