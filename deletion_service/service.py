@@ -13,6 +13,7 @@ status instead of ack/reconsume/DLQ).
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -33,7 +34,7 @@ from deletion_service.delete_phase.pipeline import DeletePipeline
 from deletion_service.delete_phase.worker import DeletePhaseWorker, Hooks, Limits, Settled
 from deletion_service.metrics import DeletionMetrics
 from deletion_service.model import DeleteLedgerPayload, LedgerType, PendingDeleteLedgerInfo, Reason
-from deletion_service.namespaces import cross_namespace, known_namespaces
+from deletion_service.namespaces import cross_namespace, namespace_exists
 from deletion_service.publisher import RequestPublisher
 from deletion_service.topics import DeletionTopics, namespace_of_topic, namespace_topics
 from metastore.interface import MetadataStore
@@ -88,8 +89,10 @@ class LedgerDeletionService:
         self.offload = offload or OffloaderSettings.from_config(config.camel())
         self.policy = policy_from(config)
         self.namespace_scope = config.ledger_deletion_topic_scope == "namespace"
+        # Asked afresh each time: a daemon lives longer than a namespace's existence (a cache would keep
+        # routing to a namespace deleted since, or to the cluster's topics for one created since).
         self.publisher = RequestPublisher(broker, self.topics, namespace_scope=self.namespace_scope,
-                                          namespace_known=known_namespaces(store))
+                                          namespace_known=functools.partial(namespace_exists, store))
         #: every set of deletion topics this service consumes (the cluster's, or one per namespace served)
         self.served: list[DeletionTopics] = []
         self.gatherer = FactGatherer(store, self.bk_store, self.offload, config.bookkeeper_ledgers_root_path)
@@ -132,8 +135,8 @@ class LedgerDeletionService:
         topic is named like ``pulsar/system``'s own (found from outside: ``run --namespace pulsar/system``
         read every tenant's requests there and deleted another tenant's ledger)."""
         why = cross_namespace(msg.topic, request.topic_name, self.topics)
-        asked = namespace_of_topic(request.topic_name)
-        if why is None and self.restricted_to is not None and not self.restricted_to(asked):
+        if why is None and self.restricted_to is not None \
+                and not self.restricted_to(asked := namespace_of_topic(request.topic_name)):
             why = (f"cross-namespace: this daemon serves only its own namespaces, and the request read from "
                    f"{msg.topic} asks for a ledger of {request.topic_name}, in {asked}: parked for an "
                    "unrestricted daemon's operator")
