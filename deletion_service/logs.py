@@ -2,11 +2,14 @@
 
 Structured fields: a record logged with ``extra={"ledger": …, "topic": …, "outcome": …,
 "reason": …}`` carries them as JSON keys of their own, so a pipeline filters on
-``outcome == "dlq"`` instead of parsing prose out of ``msg``.
+``outcome == "dlq"`` instead of parsing prose out of ``msg`` (a batch's routine line
+carries ``ledgers``, a list, and ``count`` instead of ``ledger``).
 
-One line per settled request at INFO is the operator's view of the delete phase, and
-each line used to be its own ``write`` to stderr: a profile of the daemon draining
-requests found that write a sixth of the delete-phase thread's time.  So the thread
+The delete phase's INFO lines are the operator's view of it (a line per batch, topic and
+routine outcome naming every ledger, and a line per request for any other outcome:
+``delete_phase/disposer.py``), and each line used to be its own ``write`` to stderr: a
+profile of the daemon draining requests found that write a sixth of the delete-phase
+thread's time.  So the thread
 that settles a batch collects its INFO lines and writes them at once when the batch
 ends (:func:`one_write_per_batch`); a WARNING or worse is written at once, after the
 thread's lines before it, so the order of a thread's lines is kept.  What a batch
@@ -30,7 +33,8 @@ from typing import TextIO
 NOISY = ("kazoo", "pulsar", "pulsar-client", "botocore", "urllib3", "uvicorn.access")
 
 #: ``extra`` keys copied into a JSON log line as fields of their own.
-FIELDS = ("ledger", "ledgerType", "topic", "outcome", "reason", "messageId", "attempts", "summary")
+FIELDS = ("ledger", "ledgerType", "topic", "outcome", "reason", "messageId", "attempts", "summary",
+          "ledgers", "count")
 
 
 class RecentProblems(logging.Handler):

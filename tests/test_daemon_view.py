@@ -30,10 +30,15 @@ def test_json_logs_carry_fields_and_a_summary_and_say_nothing_twice(tmp_path: Pa
     ids = range(1, 4)
     seed(f"sqlite:///{data_dir / 'metadata.db'}", ids)
     _enqueue(data_dir, tmp_path, ids)
-    r = _run(data_dir, "--max-wait", "60", "--log-format", "json", "--summary-every", "1")
+    r = _run(data_dir, "--max-wait", "60", "--log-format", "json", "--summary-every", "1", "--log-level", "debug")
     assert r.returncode == 0, r.stderr
     lines = [json.loads(line) for line in r.stderr.splitlines() if line.startswith("{")]
-    deleted = [x for x in lines if x.get("outcome") == "deleted"]
+    # at INFO, a batch's deletions share a line naming each ledger; each request's own line is at DEBUG
+    batched = [x for x in lines if x.get("outcome") == "deleted" and x["level"] == "info"]
+    assert sorted(lid for x in batched for lid in x["ledgers"]) == list(ids)
+    assert all(x["topic"] == TOPIC and x["ledgerType"] == "LEDGER" and x["count"] == len(x["ledgers"])
+               for x in batched)
+    deleted = [x for x in lines if x.get("outcome") == "deleted" and x["level"] == "debug"]
     assert sorted(x["ledger"] for x in deleted) == list(ids)
     assert all(x["topic"] == TOPIC and x["ledgerType"] == "LEDGER" and x["attempts"] == 0 for x in deleted)
     # message ids as the CLI shows and takes them (ledger:entry[:partition[:batch]]), not the client's (L,E,P,B)

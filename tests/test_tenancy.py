@@ -65,7 +65,7 @@ def _daemon(common: list[str], *extra: str, port: int | None = None) -> subproce
 
 def _deleted_by(stderr: str) -> set[int]:
     lines = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
-    return {x["ledger"] for x in lines if x.get("outcome") == "deleted"}
+    return {lid for x in lines if x.get("outcome") == "deleted" for lid in x["ledgers"]}  # one line per batch
 
 
 def _dlq(service_url: str, namespace: str) -> list[pulsar.Message]:
