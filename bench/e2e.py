@@ -162,6 +162,12 @@ class Watcher(threading.Thread):
 
 
 def peak_rss_mb(pid: int) -> float:
+    """The daemon's peak RSS plus its delete process's (the Python child it spawns; its embedded broker,
+    another child, is not the daemon's memory)."""
+    return _own_peak_rss_mb(pid) + sum(_own_peak_rss_mb(child) for child in _python_children(pid))
+
+
+def _own_peak_rss_mb(pid: int) -> float:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("VmHWM:"):
@@ -169,6 +175,23 @@ def peak_rss_mb(pid: int) -> float:
     except OSError:
         pass
     return 0.0
+
+
+def _python_children(pid: int) -> list[int]:
+    children = []  # a delete process restarted by another thread is listed under that thread's task
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children += (task / "children").read_text().split()
+        except OSError:
+            continue
+    out = []
+    for child in map(int, children):
+        try:
+            if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                out.append(child)
+        except OSError:
+            continue
+    return out
 
 
 def write_config(world: World, path: Path) -> Path:

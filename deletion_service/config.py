@@ -93,6 +93,9 @@ class DeletionConfig(BaseModel):
     # before the next one starts; and whether every record is also published to <topic>-AUDIT
     ledger_deletion_audit_file_max_bytes: Annotated[int, Field(ge=4096)] = 64 * 1024 * 1024
     ledger_deletion_audit_topic_enabled: bool = False
+    # ours: decide BookKeeper requests in a child process of the daemon, so its two halves use two cores;
+    # auto: when the metadata store is ZooKeeper and the daemon may use at least two CPUs
+    ledger_deletion_delete_process: Literal["auto", "on", "off"] = "auto"
 
     @field_validator("offload_allowed_drivers", "offload_allowed_buckets", "offload_allowed_endpoints", mode="before")
     @classmethod

@@ -58,4 +58,4 @@ class BatchLoop:
                          "subscription", wait_s)
             return
         # This thread now owns the dispositions: the offload deletes in hand, answered and recorded.
-        self.worker.settle_offload_lane(max(0.0, deadline - time.monotonic()))
+        self.worker.settle_lanes(max(0.0, deadline - time.monotonic()))

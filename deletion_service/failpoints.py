@@ -19,6 +19,7 @@ that silently proves nothing.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -84,6 +85,15 @@ def parse(text: str) -> tuple[dict[str, _Action], list[str]]:
 
 _active, _problems = parse(os.environ.get(ENV, ""))
 _lock = threading.Lock()
+#: A process whose death this one's failpoint must bring about too (the daemon, seen from its delete process).
+_also: int | None = None
+
+
+def kill_with(pid: int) -> None:
+    """Make ``kill`` and ``exit`` here end ``pid`` too (SIGKILL), first: the delete process is part of
+    the daemon (:mod:`.delete_phase.delete_process`), and a failpoint there means "the daemon dies here"."""
+    global _also
+    _also = pid
 
 
 def configure(text: str) -> list[str]:
@@ -115,6 +125,9 @@ def _reach(name: str) -> None:
         if action.nth and action.hits != action.nth:
             return
     _log.warning("failpoint %s: %s", name, action.what)
+    if action.what in ("kill", "exit") and _also is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(_also, signal.SIGKILL)
     if action.what == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     elif action.what == "exit":

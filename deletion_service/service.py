@@ -26,6 +26,8 @@ from deletion_service.broker.interface import BrokerClient, BrokerError, Receive
 from deletion_service.config import DeletionConfig
 from deletion_service.delete_phase.breaker import Breaker, Breakers
 from deletion_service.delete_phase.decision import Action, Policy
+from deletion_service.delete_phase.delete_process import DeleteProcess, DeleteProcessSpec
+from deletion_service.delete_phase.delete_process_lane import DeleteProcessLane
 from deletion_service.delete_phase.execute import Executor, RateLimiter
 from deletion_service.delete_phase.gather import FactGatherer
 from deletion_service.delete_phase.offload_lane import OffloadLane
@@ -79,6 +81,7 @@ class LedgerDeletionService:
         metrics: DeletionMetrics | None = None,
         dry_run: bool = False,
         audit: AuditWriter | None = None,
+        delete_process: DeleteProcessSpec | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -103,6 +106,8 @@ class LedgerDeletionService:
         self._consumers: list = []
         self._sync_lock = threading.Lock()
         self.audit = audit  # every settled request gets one record (``deletion_service/audit/``)
+        #: BookKeeper requests decided in a child process (``delete_phase/delete_process.py``); None: here
+        self.delete_process = delete_process
         #: ``run --tenant``/``--namespace``: the namespaces this daemon may act for (None: all)
         self.restricted_to: Callable[[str], bool] | None = None
 
@@ -126,8 +131,15 @@ class LedgerDeletionService:
                            batch_size=min(100, batch_size(self.config)))
         self.worker = DeletePhaseWorker(requests, retries, self.publisher, self.pipeline, self.policy, self.metrics,
                                         Limits(batch_size=batch_size(self.config)), hooks,
-                                        breakers=self.breakers(), offload_lane=lane)
+                                        breakers=self.breakers(), offload_lane=lane,
+                                        bookkeeper_lane=self._delete_process_lane())
         return self.worker
+
+    def _delete_process_lane(self) -> DeleteProcessLane | None:
+        spec = self.delete_process
+        if spec is None:
+            return None
+        return DeleteProcessLane(lambda: DeleteProcess(spec, self.metrics.count_deletes), self.policy)
 
     def _guard(self, msg: Received, request: PendingDeleteLedgerInfo) -> str | None:
         """Namespace scope: why a request may not be acted on from where it was read.  A restricted
@@ -190,6 +202,8 @@ class LedgerDeletionService:
     def close(self) -> None:
         if self.worker is not None and self.worker.offload_lane is not None:
             self.worker.offload_lane.stop(2.0)  # what it holds is unacked: back to the subscription below
+        if self.worker is not None and self.worker.bookkeeper_lane is not None:
+            self.worker.bookkeeper_lane.stop(2.0)  # the same; its process ends
         for consumer in self._consumers:
             consumer.close()
         self._consumers = []

@@ -6,8 +6,12 @@ invalid one must be parked in the DLQ with its reason (a copy published twice is
 takes a duplicate over a loss).  The requests without ``markedAt`` make the first replica dead-letter;
 the young ledgers (``minLedgerAgeSeconds`` 3) make it reconsume before it deletes.
 
-Real processes: two ``run`` replicas, pulsar-lite (the session's), ZooKeeper (a chroot), the
-``dlq list`` CLI.
+Real processes: two ``run`` replicas, a pulsar-lite of the test's own, ZooKeeper (a chroot), the
+``dlq list`` CLI.  When the killed replica's connection ended with a reset (data unread in its
+socket), pulsar-lite keeps that replica's consumers and what they held until it restarts (a limitation
+of the binary, ``test_attack30_killed_mid_flow.py``); the README's remedy, a broker restart, is applied
+then.  With the delete process the first dead letter is published before the batch's BookKeeper
+verdicts come back, so the kill comes sooner, often with the orphans' messages still arriving.
 """
 
 from __future__ import annotations
@@ -29,8 +33,8 @@ INVALID = [70_000, 70_001, 70_002]
 
 
 @pytest.fixture
-def world(tmp_path: Path, zk_url: str, pulsar_broker: PulsarLiteBroker) -> Iterator[ReplicaWorld]:
-    w = ReplicaWorld(tmp_path, zk_url, pulsar_broker.service_url, scope="namespace")
+def world(tmp_path: Path, zk_url: str, own_pulsar_lite: PulsarLiteBroker) -> Iterator[ReplicaWorld]:
+    w = ReplicaWorld(tmp_path, zk_url, own_pulsar_lite.service_url, scope="namespace")
     w.config.write_text(w.config.read_text().replace("minLedgerAgeSeconds = 0", "minLedgerAgeSeconds = 3"))
     yield w
     w.close()
@@ -46,7 +50,8 @@ def _parked(world: ReplicaWorld) -> list[dict]:
 # Not ``retry.after-publish``: killed there, the replica dies as its RETRY copies are dispatched back to
 # it, and about one run in three pulsar-lite then strands its requests (test_attack30_killed_mid_flow).
 @pytest.mark.parametrize("point", ["dlq.after-publish", "delete.before-storage"])
-def test_a_replica_killed_mid_step_loses_nothing_and_deletes_nothing_twice(world: ReplicaWorld, point: str) -> None:
+def test_a_replica_killed_mid_step_loses_nothing_and_deletes_nothing_twice(world: ReplicaWorld, point: str,
+                                                                           own_pulsar_lite: PulsarLiteBroker) -> None:
     first, second = world.add_replicas(2)
     first.start(f"{point}=kill").wait_ready()
     ns_topic = "persistent://" + world.topic.removeprefix("persistent://").rsplit("/", 1)[0] + "/__ledger_deletion"
@@ -57,7 +62,13 @@ def test_a_replica_killed_mid_step_loses_nothing_and_deletes_nothing_twice(world
     world.enqueue(world.orphans(30))
     assert first.proc is not None and first.proc.wait(60) == -signal.SIGKILL
     second.start().wait_ready()
-    world.wait_drained(90)
+    try:
+        world.wait_drained(30)
+    except RuntimeError:
+        assert "Connection reset by peer" in own_pulsar_lite.log_tail(2000), "not drained, and no reset to explain it"
+        own_pulsar_lite.stop()
+        own_pulsar_lite.start()
+        world.wait_drained(90)
 
     deleted = world.deletions()
     assert set(deleted) == set(world.ledgers)

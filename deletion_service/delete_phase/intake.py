@@ -62,9 +62,11 @@ class Intake:
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
 
-    def collect(self, wait_s: float, limit: int) -> list[Disposal]:
+    def collect(self, wait_s: float, limit: int, until: Callable[[], bool] | None = None) -> list[Disposal]:
         """Due held messages first, then whatever both consumers have ready (1 ms polls, so a
-        full batch costs no waiting); only an empty round waits, and only up to ``wait_s``."""
+        full batch costs no waiting); only an empty round waits, and only up to ``wait_s``.
+        ``until``: return what is in hand as soon as it says so (the delete process has a batch
+        decided, whose acks must not wait for this one to fill)."""
         batch = self.not_yet_due.pop_due(self._now_ms(), limit)
         for d in batch:
             d.advance(Event.FALL_DUE)
@@ -84,6 +86,8 @@ class Intake:
                         break
                     got = True
                     self._take(Disposal(msg, consumer), batch)
+            if until is not None and until():
+                break
             if got:
                 continue
             remaining = deadline - time.monotonic()

@@ -24,7 +24,6 @@ from deletion_service.delete_phase import decision
 from deletion_service.delete_phase.decision import Action, Kind, Policy
 from deletion_service.delete_phase.execute import DELETES
 from deletion_service.delete_phase.facts import DeleteResult, DeleteStatus, Evidence, Facts
-from deletion_service.metrics import DeletionMetrics
 from deletion_service.model import PendingDeleteLedgerInfo
 
 _log = logging.getLogger(__name__)
@@ -50,8 +49,15 @@ class DeleteExecutor(Protocol):
         ...
 
 
+class DeleteCounts(Protocol):
+    """Where a batch's delete results are counted (``DeletionMetrics``; in the delete process, a tally
+    sent back with the verdicts)."""
+
+    def count_deletes(self, results: Counter[tuple[str, DeleteStatus]]) -> None: ...
+
+
 class DeletePipeline:
-    def __init__(self, gatherer: Gatherer, executor: DeleteExecutor, metrics: DeletionMetrics) -> None:
+    def __init__(self, gatherer: Gatherer, executor: DeleteExecutor, metrics: DeleteCounts) -> None:
         self.gatherer = gatherer
         self.executor = executor
         self.metrics = metrics

@@ -4,7 +4,9 @@ Three parts, one job each, driven here one batch at a time on one thread:
 :mod:`.intake` takes messages from the request and RETRY consumers (holding
 RETRY messages until due, re-acking redeliveries of settled ones); the
 pipeline decides them (:mod:`.pipeline`, or :mod:`.offload_lane` for tiered
-storage, so S3 never holds up a BookKeeper deletion); :mod:`.disposer`
+storage, so S3 never holds up a BookKeeper deletion; with a delete process,
+:mod:`.delete_process_lane` for BookKeeper, so deciding one batch overlaps
+disposing of the one before on another core); :mod:`.disposer`
 publishes, records and acks.  Where a message stands and what it may do next
 is the lifecycle table (:mod:`.lifecycle`); every verdict, including those met
 before any fact is gathered, comes from :mod:`.decision`.  What stays here is
@@ -29,6 +31,7 @@ from deletion_service.delete_phase import decision, dispose, lifecycle
 from deletion_service.delete_phase.ack_tally import AckTally
 from deletion_service.delete_phase.breaker import Breakers
 from deletion_service.delete_phase.decision import Policy
+from deletion_service.delete_phase.delete_process_lane import DeleteProcessLane
 from deletion_service.delete_phase.disposer import Disposer, Hooks, Settled
 from deletion_service.delete_phase.intake import Intake, Limits
 from deletion_service.delete_phase.lifecycle import Disposal, Event, Stage
@@ -61,12 +64,15 @@ class DeletePhaseWorker:
     def __init__(self, requests: Consumer, retries: Consumer, publisher: CopyPublisher,
                  pipeline: DeletePipeline, policy: Policy, metrics: DeletionMetrics,
                  limits: Limits | None = None, hooks: Hooks | None = None, breakers: Breakers | None = None,
-                 offload_lane: OffloadLane | None = None, clock: Callable[[], float] = time.time) -> None:
+                 offload_lane: OffloadLane | None = None, clock: Callable[[], float] = time.time,
+                 bookkeeper_lane: DeleteProcessLane | None = None) -> None:
         self.pipeline, self.policy, self.metrics = pipeline, policy, metrics
         self.limits = limits or Limits()
         self.hooks = hooks or Hooks()
         self.breakers = breakers or Breakers()
         self.offload_lane = offload_lane
+        #: BookKeeper requests decided by the delete process (:mod:`.delete_process_lane`); None: here, inline
+        self.bookkeeper_lane = bookkeeper_lane
         self.acked = AckTally()  # what we acked lately: explains a stale backlog reading (--exit-when-idle)
         settled = SettledRecently()
         self.intake = Intake(requests, retries, publisher, policy, metrics, self.limits, settled, self.acked, clock)
@@ -93,12 +99,14 @@ class DeletePhaseWorker:
     @property
     def idle(self) -> bool:
         return (not self.busy and not self.intake.not_yet_due and not self.disposer.awaiting_next_try
-                and not self._paused and (self.offload_lane is None or self.offload_lane.in_flight == 0))
+                and not self._paused and (self.offload_lane is None or self.offload_lane.in_flight == 0)
+                and (self.bookkeeper_lane is None or self.bookkeeper_lane.in_flight == 0))
 
     def dependencies_down(self) -> str | None:
         """For ``/readyz``: every open breaker (metadata stores, offload targets that answered before) and why."""
         lane = self.offload_lane.down() if self.offload_lane is not None else None
-        return "; ".join(d for d in (self.breakers.down(), lane) if d) or None
+        process = self.bookkeeper_lane.down() if self.bookkeeper_lane is not None else None
+        return "; ".join(d for d in (self.breakers.down(), lane, process) if d) or None
 
     def stuck(self) -> str | None:
         return self.disposer.stuck()
@@ -126,8 +134,14 @@ class DeletePhaseWorker:
                 time.sleep(min(wait_s, 0.2))  # full: take nothing new until the broker takes these
                 return 0
             with logs.one_write_per_batch():  # a batch's INFO lines in one write (see logs.py)
-                settled = self._settle_offloads()
-            batch = self._resume_paused() or self.intake.collect(wait_s, room)
+                settled = self._settle_offloads() + self._settle_bookkeeper_lane()
+            lane = self.bookkeeper_lane
+            if lane is not None and lane.room() <= 0:  # two batches with the delete process: settle one first
+                lane.wait_finished(min(wait_s, 0.2))
+                with logs.one_write_per_batch():
+                    return settled + self._settle_bookkeeper_lane()
+            batch = self._resume_paused() or self.intake.collect(
+                wait_s, room, until=lane.has_finished if lane is not None else None)
             if not batch:
                 return settled
             self.busy = True
@@ -150,17 +164,25 @@ class DeletePhaseWorker:
     def _process(self, batch: list[Disposal]) -> int:
         undecided = [d for d in batch if not self._admit(d)]
         to_pipeline, in_lane = self._to_offload_lane(undecided)
-        if to_pipeline:
-            actions = self.pipeline.run([d.admitted for d in to_pipeline],
-                                        [dispose.attempts(d.message) for d in to_pipeline], self.policy,
-                                        [dispose.grace_since(d.message) for d in to_pipeline])
-            for d, action in zip(to_pipeline, actions, strict=True):
-                d.decide(action)
-        if in_lane:  # this batch's BookKeeper deletes are done; its offload deletes wait in their lane
-            failpoint("delete.between-bookkeeper-and-offload")
-        # What went to the lane is the lane's from now on, even once its thread has decided it (it comes
+        if to_pipeline and self.bookkeeper_lane is not None:
+            # decided by the delete process while this thread goes on; the failpoint below is reached
+            # when they come back (``_settle_bookkeeper_lane``), their deletes done
+            for d in to_pipeline:
+                d.advance(Event.SEND_TO_LANE)
+            self.bookkeeper_lane.submit(to_pipeline, with_offloads=bool(in_lane))
+            lane_owns = set(in_lane) | set(to_pipeline)
+        else:
+            if to_pipeline:
+                actions = self.pipeline.run([d.admitted for d in to_pipeline],
+                                            [dispose.attempts(d.message) for d in to_pipeline], self.policy,
+                                            [dispose.grace_since(d.message) for d in to_pipeline])
+                for d, action in zip(to_pipeline, actions, strict=True):
+                    d.decide(action)
+            if in_lane:  # this batch's BookKeeper deletes are done; its offload deletes wait in their lane
+                failpoint("delete.between-bookkeeper-and-offload")
+            lane_owns = set(in_lane)
+        # What went to a lane is the lane's from now on, even once its thread has decided it (it comes
         # back through ``finished``): reading its stage here raced the lane and settled it twice.
-        lane_owns = set(in_lane)
         return self._dispose_all([d for d in batch if d not in lane_owns])
 
     def _admit(self, d: Disposal) -> bool:
@@ -202,27 +224,37 @@ class DeletePhaseWorker:
             d.decide(decision.offload_lane_full(self.policy))
         return [d for d in undecided if d.stage == Stage.RECEIVED], taken
 
-    def settle_offload_lane(self, wait_s: float) -> None:
-        """A graceful stop, once this worker's loop has ended: the offload deletes in hand are answered
-        (up to ``wait_s``) and settled here, recorded and acked, before the process exits; what the lane
-        has not begun stays unacked for the subscription to redeliver."""
-        if self.offload_lane is None:
-            return
-        left = self.offload_lane.quiesce(wait_s)
+    def settle_lanes(self, wait_s: float) -> None:
+        """A graceful stop, once this worker's loop has ended: the batch the delete process holds and the
+        offload deletes in hand are answered (up to ``wait_s``) and settled here, recorded and acked,
+        before the process exits; what no lane has begun stays unacked for the subscription to redeliver."""
+        deadline = time.monotonic() + wait_s
+        left = self.bookkeeper_lane.quiesce(wait_s) if self.bookkeeper_lane is not None else 0
+        if self.offload_lane is not None:
+            left += self.offload_lane.quiesce(max(0.0, deadline - time.monotonic()))
         with self._lock, logs.one_write_per_batch():
-            settled = self._settle_offloads()
+            settled = self._settle_offloads() + self._settle_bookkeeper_lane()
         if left:
-            _log.warning("stopping: %d offload request(s) still in hand after %.0f s (unsettled, redelivered; a "
+            _log.warning("stopping: %d request(s) still being decided after %.0f s (unsettled, redelivered; a "
                          "delete the store applies meanwhile is recorded by the run that settles it as absent)",
                          left, wait_s)
         elif settled:
-            _log.info("stopping: settled the %d offload request(s) the lane had in hand", settled)
+            _log.info("stopping: settled the %d request(s) the lanes had in hand", settled)
 
     def _settle_offloads(self) -> int:
         """Dispose of the offload requests the lane has decided (this thread owns every disposition)."""
         done = self.offload_lane.finished() if self.offload_lane is not None else []
         self._dispose_all(done)
         return len(done)
+
+    def _settle_bookkeeper_lane(self) -> int:
+        """Dispose of the batches the delete process has decided, oldest first."""
+        settled = 0
+        for batch in self.bookkeeper_lane.finished() if self.bookkeeper_lane is not None else []:
+            if batch.with_offloads:  # its BookKeeper deletes are done; its offload deletes are in their lane
+                failpoint("delete.between-bookkeeper-and-offload")
+            settled += self._dispose_all(batch.items)
+        return settled
 
     # ---- disposing
 

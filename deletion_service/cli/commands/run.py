@@ -17,12 +17,15 @@ from deletion_service.cli.admin_wiring import start_admin
 from deletion_service.cli.command_environment import open_environment
 from deletion_service.config import DeletionConfig
 from deletion_service.daemon import Daemon
+from deletion_service.delete_phase.delete_process import DeleteProcessSpec
+from deletion_service.delete_phase.delete_process_choice import use_delete_process
 from deletion_service.embedded.supervisor import BrokerSupervisor
 from deletion_service.errors import UsageError
 from deletion_service.inflight import NoBacklog
 from deletion_service.namespaces import discover
 from deletion_service.service import LedgerDeletionService
 from metastore.interface import MetadataStore
+from offloaders.registry import OffloaderSettings
 
 _log = logging.getLogger("ledger_deletion.run")
 
@@ -76,8 +79,9 @@ def register(app: typer.Typer) -> None:
             if exit_when_idle and isinstance(env.backlog, NoBacklog):
                 raise UsageError("--exit-when-idle on a cluster needs --web-service-url to read the backlog")
             audit = daemon_writer(cfg, opts.data_dir, env.broker)
+            process = _delete_process(opts, cfg, env.offload, dry_run, level, log_format.value)
             service = LedgerDeletionService(cfg, env.store, env.broker, env.bk_store, env.offload, dry_run=dry_run,
-                                            audit=audit)
+                                            audit=audit, delete_process=process)
             supervisor = BrokerSupervisor(env.embedded) if env.embedded is not None and env.embedded.owned else None
             served, drain = _scope(cfg, env.store, tenant, namespace)
             service.restricted_to = _restriction(tenant, namespace)
@@ -94,8 +98,9 @@ def register(app: typer.Typer) -> None:
                         + [(s.dlq, env.topics.dlq_subscription) for s in service.served])
                 where = env.embedded_broker.serviceUrl if env.embedded_broker else opts.broker_url
                 _log.info("running against %s", _against(opts, env.created_data_dir))
-                _log.info("delete phase running on %s (%d partitions + RETRY)%s; admin API on %s",
-                          where, env.topics.partitions, " [dry run]" if dry_run else "", admin.url)
+                _log.info("delete phase running on %s (%d partitions + RETRY)%s; admin API on %s; %s",
+                          where, env.topics.partitions, " [dry run]" if dry_run else "", admin.url,
+                          _deciding(service))
                 code = daemon.wait(exit_when_idle, max_wait)
             finally:
                 _log.info("stopping: finishing the batch in hand")
@@ -117,6 +122,25 @@ def _against(opts: options.CommonOptions, created_data_dir: bool) -> str:
     parts.append(f"data dir {opts.data_dir.absolute()}"  # the audit trail's home, embedded or not
                  + (" (created now, empty: check --data-dir if you meant an existing one)" if created_data_dir else ""))
     return ", ".join(parts)
+
+
+def _delete_process(opts: options.CommonOptions, cfg: DeletionConfig, offload: OffloaderSettings, dry_run: bool,
+                    level: int, log_format: str) -> DeleteProcessSpec | None:
+    """The delete process's spec when ``ledgerDeletionDeleteProcess`` (auto: ZooKeeper and two CPUs) wants one."""
+    urls = [connections.store_url(opts), connections.store_url(opts, bookkeeper=True)]
+    if not use_delete_process(cfg.ledger_deletion_delete_process, urls):
+        return None
+    return DeleteProcessSpec(urls[0], urls[1], cfg.metadata_store_digest_file,
+                             cfg.bookkeeper_ledgers_root_path, cfg.max_deletions_per_second, offload, dry_run,
+                             level, log_format)
+
+
+def _deciding(service: LedgerDeletionService) -> str:
+    """Where BookKeeper requests are decided, for the start line."""
+    lane = service.worker.bookkeeper_lane if service.worker is not None else None
+    if lane is None:
+        return "BookKeeper requests decided in this process"
+    return f"BookKeeper requests decided in the delete process (pid {lane.pid})"
 
 
 def _restriction(tenant: str | None, namespace: str | None) -> Callable[[str], bool] | None:

@@ -1,0 +1,195 @@
+"""The delete process: the BookKeeper requests' gather → decide → delete, in a child process of the daemon.
+
+Why a process: profiled (issue 29), the daemon's delete-phase thread was busy all the time with
+~15 per-request steps of Python under one GIL, and the one core it could use set the rate; a
+second thread cannot help under that lock.  So the half of the work that talks to the metadata
+stores (gathering the facts, the decision table, the deletes at the verified versions) runs here,
+in a process of its own with its own sessions, while the daemon's thread receives, records, acks
+and publishes.  :mod:`.delete_process_lane` keeps a batch here while the daemon disposes of the
+one before, so the two halves overlap.
+
+What does not change: the same :class:`~.pipeline.DeletePipeline` decides, from facts it reads
+itself, with the same table; the daemon's one thread still owns every disposition (nothing
+here publishes, records or acks).  One batch at a time, in order, so a ledger named twice in
+two batches is verified the second time after the first time's delete.  This process dies with
+the daemon (``PR_SET_PDEATHSIG``, and it exits when its pipe closes), and a failpoint that kills
+it kills the daemon too (:func:`deletion_service.failpoints.kill_with`): the soak's kills mean
+"the daemon dies here", as before the split.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import multiprocessing
+import os
+import signal
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from deletion_service import failpoints, logs
+from deletion_service.delete_phase.decision import Action, Policy
+from deletion_service.delete_phase.execute import Executor, RateLimiter
+from deletion_service.delete_phase.facts import DeleteStatus
+from deletion_service.delete_phase.gather import FactGatherer
+from deletion_service.delete_phase.pipeline import DeletePipeline
+from deletion_service.model import PendingDeleteLedgerInfo
+from metastore import open_store
+from offloaders.registry import OffloaderSettings
+
+_log = logging.getLogger(__name__)
+
+#: How long the process may take to open its stores and say it is ready.
+READY_TIMEOUT_S = 60.0
+_PR_SET_PDEATHSIG = 1
+
+
+class DeleteProcessDied(RuntimeError):
+    """The delete process is gone (killed, out of memory): what it held is decided again."""
+
+
+@dataclass(frozen=True)
+class DeleteProcessSpec:
+    """What the child needs to build the same pipeline as the daemon's (picklable: it crosses a pipe)."""
+
+    store_url: str
+    bookkeeper_store_url: str
+    digest_file: Path | None
+    ledgers_root: str
+    max_deletions_per_second: float
+    offload: OffloaderSettings
+    dry_run: bool
+    log_level: int
+    log_format: str
+
+
+@dataclass
+class _Tally:
+    """The child's stand-in for the daemon's metrics: the pipeline's one count, sent back per batch."""
+
+    counted: Counter[tuple[str, DeleteStatus]]
+
+    def count_deletes(self, results: Counter[tuple[str, DeleteStatus]]) -> None:
+        self.counted.update(results)
+
+
+class DeleteProcess:
+    """The daemon's side: one child, one batch at a time (:meth:`run` has the pipeline's signature)."""
+
+    def __init__(self, spec: DeleteProcessSpec, counter: Any) -> None:
+        """``counter``: where the child's delete counts go (``DeletionMetrics.count_deletes``)."""
+        self.counter = counter
+        ctx = multiprocessing.get_context("spawn")  # never fork a process with the client's threads
+        self._conn, child_conn = ctx.Pipe()
+        self._process = ctx.Process(target=_child_main, args=(child_conn, spec, os.getpid()),
+                                    name="ledger-deletion-delete-process", daemon=True)
+        self._process.start()
+        child_conn.close()
+        self._ready = False
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid
+
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
+        """The child opened its stores (raises :class:`DeleteProcessDied` with its reason otherwise)."""
+        if self._ready:
+            return
+        if not self._conn.poll(timeout_s):
+            raise DeleteProcessDied(f"the delete process did not start within {timeout_s:.0f} s")
+        answer = self._recv()
+        if answer != "ready":
+            raise DeleteProcessDied(f"the delete process could not start: {answer}")
+        self._ready = True
+
+    def run(self, requests: Sequence[PendingDeleteLedgerInfo], attempts: Sequence[int], policy: Policy,
+            grace_since: Sequence[int | None] | None = None) -> list[Action]:
+        self.wait_ready()
+        try:
+            self._conn.send((list(requests), list(attempts), policy, list(grace_since or [None] * len(requests))))
+        except (OSError, EOFError) as e:
+            raise DeleteProcessDied(self._why_dead(e)) from e
+        actions, counted = self._recv()
+        if counted:
+            self.counter(counted)
+        return actions
+
+    def _recv(self) -> Any:
+        try:
+            return self._conn.recv()
+        except (OSError, EOFError) as e:
+            raise DeleteProcessDied(self._why_dead(e)) from e
+
+    def _why_dead(self, e: BaseException) -> str:
+        self._process.join(1.0)
+        code = self._process.exitcode
+        how = (f"killed by signal {-code}" if code is not None and code < 0
+               else f"exit code {code}" if code is not None else f"{type(e).__name__}")
+        return f"the delete process died ({how})"
+
+    def close(self, wait_s: float = 5.0) -> None:
+        """Ask the child to exit after the batch it holds; killed (by its PID) if it does not."""
+        with contextlib.suppress(OSError, EOFError, ValueError):
+            self._conn.send(None)
+        self._process.join(wait_s)
+        if self._process.is_alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._process.pid or 0, signal.SIGKILL)
+            self._process.join(2.0)
+        self._conn.close()
+
+
+def _child_main(conn: Connection, spec: DeleteProcessSpec, parent_pid: int) -> None:
+    """The child: build the pipeline, then answer batches until the pipe closes or says stop."""
+    _die_with(parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the daemon decides when to stop
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    logs.configure(spec.log_level, spec.log_format)
+    failpoints.kill_with(parent_pid)
+    try:
+        store = open_store(spec.store_url, digest_file=spec.digest_file, create=False)
+        bk_store = store if spec.bookkeeper_store_url == spec.store_url else \
+            open_store(spec.bookkeeper_store_url, digest_file=spec.digest_file, create=False)
+    except Exception as e:  # noqa: BLE001 - told to the daemon, which says it in one line
+        conn.send(f"{type(e).__name__}: {e}")
+        return
+    tally = _Tally(Counter())
+    pipeline = DeletePipeline(FactGatherer(store, bk_store, spec.offload, spec.ledgers_root),
+                              Executor(bk_store, spec.offload, RateLimiter(spec.max_deletions_per_second),
+                                       dry_run=spec.dry_run), tally)
+    conn.send("ready")
+    try:
+        while (batch := _next_batch(conn, parent_pid)) is not None:
+            requests, attempts, policy, grace_since = batch
+            actions = pipeline.run(requests, attempts, policy, grace_since)
+            conn.send((actions, Counter(tally.counted)))
+            tally.counted.clear()
+    finally:
+        for s in {id(store): store, id(bk_store): bk_store}.values():
+            with contextlib.suppress(Exception):
+                s.close()
+
+
+def _next_batch(conn: Connection, parent_pid: int) -> Any:
+    """The next batch, or None: told to stop, the pipe closed, or the daemon gone."""
+    while not conn.poll(1.0):
+        if os.getppid() != parent_pid:
+            return None
+    try:
+        return conn.recv()
+    except (OSError, EOFError):
+        return None
+
+
+def _die_with(parent_pid: int) -> None:
+    """SIGKILLed when the daemon dies (Linux), so a killed daemon never leaves a deleter behind."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent_pid:  # it died before the line above
+        os._exit(1)
