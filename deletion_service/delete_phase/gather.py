@@ -170,20 +170,25 @@ class FactGatherer:
         ledger_reqs = [i for i, r in enumerate(requests) if r.ledger_type == LedgerType.LEDGER]
         offload_reqs = [i for i, r in enumerate(requests) if r.ledger_type == LedgerType.OFFLOAD_LEDGER]
 
-        # 1. BookKeeper's metadata first: it proves whose ledger each one is.
+        # 1. BookKeeper's metadata first: it proves whose ledger each one is (carried beside ``out``
+        #    until the last step, which builds each request's facts once: see :func:`_with`).
+        bookkeeper: dict[int, BookKeeperFact] = {}
         if ledger_reqs:
-            self._gather_bookkeeper(requests, ledger_reqs, out)
+            self._gather_bookkeeper(requests, ledger_reqs, out, bookkeeper)
         # 2. The offloaded copies' indexes, each request on its own (one bad target stays its own),
         #    several in flight: an object store answers in milliseconds, each call on its own.
         for i, facts in zip(offload_reqs, in_parallel(
                 [(lambda i=i: self._gather_offload(requests[i], out[i])) for i in offload_reqs]), strict=True):
             out[i] = facts
         # 3. The references of every owner, claimed or proven, in one batched read.
-        claims = [self._claims(r, f) for r, f in zip(requests, out, strict=True)]
+        claimed: dict[tuple[str, ...], _Claims] = {}  # a batch names few topics and owners many times over
+        claims = [_claims_of(r, f, bookkeeper.get(i), claimed)
+                  for i, (r, f) in enumerate(zip(requests, out, strict=True))]
         owners, problem = self._read_owners(claims)
         for i, (request, claim) in enumerate(zip(requests, claims, strict=True)):
+            bk = bookkeeper.get(i)
             if problem is not None:
-                out[i] = replace(out[i], transient=problem)
+                out[i] = _with(out[i], bookkeeper=bk, transient=problem)
                 continue
             refs: list[str] = []
             unverifiable = out[i].unverifiable
@@ -196,9 +201,9 @@ class FactGatherer:
                 unverifiable = unverifiable or owner.unverifiable
             proof = None
             if not refs and unverifiable is None and claim.proven is not None:
-                proof = _superseded(request, out[i], owners[claim.proven])
-            out[i] = replace(out[i], references=tuple(dict.fromkeys(refs)), unverifiable=unverifiable,
-                             superseded=proof)
+                proof = _superseded(request, bk, owners[claim.proven])
+            out[i] = _with(out[i], bookkeeper=bk, references=tuple(dict.fromkeys(refs)), unverifiable=unverifiable,
+                           superseded=proof)
         return out
 
     # ---- BookKeeper
@@ -209,7 +214,8 @@ class FactGatherer:
         return self._layout
 
     def _gather_bookkeeper(self, requests: Sequence[PendingDeleteLedgerInfo], idx: list[int],
-                           out: list[Facts]) -> None:
+                           out: list[Facts], bookkeeper: dict[int, BookKeeperFact]) -> None:
+        """Each request's ledger node into ``bookkeeper`` (by index), or why it cannot be read into ``out``."""
         try:
             layout = self.retry()(self.layout)
             paths = {requests[i].ledger_id: ledger_path(self.ledgers_root, requests[i].ledger_id, layout)
@@ -228,7 +234,7 @@ class FactGatherer:
             if path in failed:
                 out[i] = failed[path].into(out[i], f"reading {path}: ")
             else:
-                out[i] = replace(out[i], bookkeeper=_bookkeeper_fact(path, nodes[path]))
+                bookkeeper[i] = _bookkeeper_fact(path, nodes[path])
 
     # ---- tiered storage
 
@@ -306,31 +312,6 @@ class FactGatherer:
 
     # ---- the owners: managed ledgers (with their cursors) and schemas
 
-    def _claims(self, request: PendingDeleteLedgerInfo, facts: Facts) -> _Claims:
-        """The request's own topic, plus whatever BookKeeper's metadata says owns the ledger."""
-        mls = {managed_ledger_path_of_topic(request.topic_name)}
-        schemas = {schema_path_of_topic(request.topic_name)}
-        proven: str | None = None
-        bk = facts.bookkeeper
-        if bk is not None and bk.metadata is not None:
-            kind = kind_of(bk.metadata)
-            # Not a well-formed name: nothing to read, and the mismatch row refuses the request.
-            with contextlib.suppress(ValueError):
-                if proven_ml := bk.metadata.custom_text(MANAGED_LEDGER_KEY):
-                    mls.add(path := managed_ledger_path_of_name(proven_ml))
-                    proven = path if kind is not LedgerKind.SCHEMA else proven
-            with contextlib.suppress(ValueError):
-                if proven_schema := bk.metadata.custom_text(SCHEMA_ID_KEY):
-                    schemas.add(path := schema_path_of_id(proven_schema))
-                    proven = path if kind is LedgerKind.SCHEMA else proven
-            with contextlib.suppress(ValueError):
-                if compacted := bk.metadata.custom_text(COMPACTED_TOPIC_KEY):
-                    mls.add(path := managed_ledger_path_of_topic(compacted))
-                    proven = path if kind is LedgerKind.COMPACTED else proven
-        elif facts.offload is not None and facts.offload.verified is not None:
-            proven = managed_ledger_path_of_topic(request.topic_name)  # the index names the request's own topic
-        return _Claims(frozenset(mls), frozenset(schemas), proven)
-
     def _read_owners(self, claims: Sequence[_Claims]) -> tuple[dict[str, _Owner], str | None]:
         """Every claimed node's references; or, when the metadata store is down, why.
 
@@ -403,6 +384,45 @@ class FactGatherer:
                 failed[path] = ReadFailure(ReadFailureKind.UNVERIFIABLE, f"{what}{type(e).__name__}: {e}")
         return answers, failed
 
+def _claims_of(request: PendingDeleteLedgerInfo, facts: Facts, bk: BookKeeperFact | None,
+               claimed: dict[tuple[str, ...], _Claims]) -> _Claims:
+    """:func:`_claims`, once per distinct (topic, what BookKeeper's metadata names) in ``claimed``."""
+    if bk is None or bk.metadata is None:
+        return _claims(request, facts, bk)
+    texts = bk.metadata.custom_texts
+    key = (request.topic_name, kind_of(bk.metadata).value, texts.get(MANAGED_LEDGER_KEY) or "",
+           texts.get(SCHEMA_ID_KEY) or "", texts.get(COMPACTED_TOPIC_KEY) or "")
+    found = claimed.get(key)
+    if found is None:
+        found = claimed[key] = _claims(request, facts, bk)
+    return found
+
+
+def _claims(request: PendingDeleteLedgerInfo, facts: Facts, bk: BookKeeperFact | None) -> _Claims:
+    """The request's own topic, plus whatever BookKeeper's metadata says owns the ledger."""
+    mls = {managed_ledger_path_of_topic(request.topic_name)}
+    schemas = {schema_path_of_topic(request.topic_name)}
+    proven: str | None = None
+    if bk is not None and bk.metadata is not None:
+        kind = kind_of(bk.metadata)
+        # Not a well-formed name: nothing to read, and the mismatch row refuses the request.
+        with contextlib.suppress(ValueError):
+            if proven_ml := bk.metadata.custom_text(MANAGED_LEDGER_KEY):
+                mls.add(path := managed_ledger_path_of_name(proven_ml))
+                proven = path if kind is not LedgerKind.SCHEMA else proven
+        with contextlib.suppress(ValueError):
+            if proven_schema := bk.metadata.custom_text(SCHEMA_ID_KEY):
+                schemas.add(path := schema_path_of_id(proven_schema))
+                proven = path if kind is LedgerKind.SCHEMA else proven
+        with contextlib.suppress(ValueError):
+            if compacted := bk.metadata.custom_text(COMPACTED_TOPIC_KEY):
+                mls.add(path := managed_ledger_path_of_topic(compacted))
+                proven = path if kind is LedgerKind.COMPACTED else proven
+    elif facts.offload is not None and facts.offload.verified is not None:
+        proven = managed_ledger_path_of_topic(request.topic_name)  # the index names the request's own topic
+    return _Claims(frozenset(mls), frozenset(schemas), proven)
+
+
 def _managed_ledger_owner(path: str, ml: Node | None, cursors: dict[str, Node | None]) -> _Owner:
     topic = topic_of_path(path)
     try:
@@ -423,12 +443,11 @@ def _schema_owner(path: str, node: Node | None) -> _Owner:
     return _Owner(TopicMetadata(schema, schema=locator, schema_id=schema), exists=node is not None)
 
 
-def _superseded(request: PendingDeleteLedgerInfo, facts: Facts, owner: _Owner) -> str | None:
+def _superseded(request: PendingDeleteLedgerInfo, bk: BookKeeperFact | None, owner: _Owner) -> str | None:
     """The proof (reference model) that the request's unreferenced data can never be referenced
     again, read from the owner BookKeeper's metadata or the verified index names."""
     if owner.unverifiable is not None:
         return None
-    bk = facts.bookkeeper
     if request.ledger_type == LedgerType.LEDGER:
         if bk is None or bk.metadata is None:
             return None
@@ -455,3 +474,9 @@ def _bookkeeper_fact(path: str, node: Node | None) -> BookKeeperFact:
     except Exception as e:  # noqa: BLE001 - bytes anyone can write: any decoder surprise is "unreadable"
         return BookKeeperFact(path, unreadable=f"{type(e).__name__}: {e}", version=node.version)
     return BookKeeperFact(path, meta, node.version, node.ctime_ms)
+
+
+def _with(facts: Facts, **changes: object) -> Facts:
+    """``dataclasses.replace`` without its walk over the fields (it was a fifth of gathering's own
+    time, called twice a request); every field is carried, and ``Facts`` refuses a name it lacks."""
+    return Facts(**{**facts.__dict__, **changes})
