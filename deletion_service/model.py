@@ -249,6 +249,18 @@ class PendingDeleteLedgerInfo(DeleteLedgerPayload):
     def to_json(self) -> bytes:
         return encode(self)
 
+    def wire(self) -> dict[str, Any]:
+        """``model_dump(mode="json", by_alias=True)``: the same keys in the same order with the same
+        values, built directly for a request without an offload context.  The audit trail writes one
+        per deletion, and pydantic's serializer cost as much as the rest of the record."""
+        if self.offload_context is not None or type(self) is not PendingDeleteLedgerInfo:
+            return self.model_dump(mode="json", by_alias=True)
+        # str() of a StrEnum is its value (the enums' ``.value`` is a slower descriptor lookup)
+        return {"topicName": self.topic_name, "ledgerComponent": str(self.ledger_component),
+                "cursorName": self.cursor_name, "schemaId": self.schema_id, "ledgerType": str(self.ledger_type),
+                "ledgerId": self.ledger_id, "offloadContext": None, "markedAt": self.marked_at,
+                "reason": str(self.reason)}
+
 
 def encode(request: DeleteLedgerPayload) -> bytes:
     """Stable UTF-8 JSON: declaration order, camelCase, nulls kept (readers may rely on the keys)."""

@@ -53,7 +53,7 @@ class Entry:
             digest = hashlib.sha256(message.data).hexdigest()
             reason += (f" (message {display_message_id(message.message_id)} on {message.topic}: "
                        f"{len(message.data)} bytes, sha256 {digest})")
-        body = request.model_dump(mode="json", by_alias=True) if request is not None else None
+        body = request.wire() if request is not None else None
         return cls(body, outcome.value, reason, evidence_json(action.evidence))
 
 
