@@ -68,8 +68,22 @@ class Outward:
 
 
 def outward(action: Action) -> Outward:
-    """The one row for ``action``'s verdict (a reconsume splits on why: a dependency, or the ledger's state)."""
-    match action.verdict:
+    """The one row for ``action``'s verdict (a reconsume splits on why: a dependency, or the ledger's state).
+    Each row depends on the verdict and the kind only: worked out once per pair (the disposer asks
+    twice per message), from :func:`_row`."""
+    key = (action.verdict, action.kind)
+    row = _ROWS.get(key)
+    if row is None:
+        row = _ROWS[key] = _row(*key)
+    return row
+
+
+#: (verdict, kind) -> its row, filled as pairs are met (each value a pure function of its key).
+_ROWS: dict[tuple[Verdict, Kind], Outward] = {}
+
+
+def _row(verdict: Verdict, kind: Kind) -> Outward:
+    match verdict:
         case Verdict.DELETE_BOOKKEEPER | Verdict.DELETE_OFFLOAD:
             return Outward(Outcome.DELETED, SyncOutcome.DELETED)
         case Verdict.ACK_ABSENT:
@@ -78,17 +92,17 @@ def outward(action: Action) -> Outward:
             return Outward(Outcome.STILL_IN_USE, SyncOutcome.STILL_IN_USE)
         case Verdict.ACK_MISMATCH:
             return Outward(Outcome.METADATA_MISMATCH, SyncOutcome.METADATA_MISMATCH, log_level=logging.WARNING)
-        case Verdict.RECONSUME if action.kind in (Kind.TRANSIENT, Kind.INTERNAL_ERROR):
+        case Verdict.RECONSUME if kind in (Kind.TRANSIENT, Kind.INTERNAL_ERROR):
             return Outward(Outcome.RECONSUMED, SyncOutcome.UNAVAILABLE)
         case Verdict.RECONSUME:
             return Outward(Outcome.RECONSUMED, SyncOutcome.NOT_YET)
         case Verdict.DLQ:
-            return Outward(Outcome.DLQ, SyncOutcome.FAILED, dlq_reason=action.kind.value or UNKNOWN_DLQ_REASON,
+            return Outward(Outcome.DLQ, SyncOutcome.FAILED, dlq_reason=kind.value or UNKNOWN_DLQ_REASON,
                            log_level=logging.WARNING)
         case Verdict.DRY_RUN:
             return Outward(Outcome.WOULD_DELETE, SyncOutcome.WOULD_DELETE)
         case _:
-            assert_never(action.verdict)
+            assert_never(verdict)
 
 
 def outcome_of(action: Action) -> Outcome:
