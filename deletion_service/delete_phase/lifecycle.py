@@ -151,6 +151,12 @@ def _first_step(verdict: Verdict) -> Step:
             assert_never(verdict)
 
 
+#: :func:`next_step` of every (stage, verdict), worked out once: a message asks for its next step
+#: several times on its way out (``Disposal.next``), and the table is small and fixed.
+_NEXT: dict[tuple[Stage, Verdict | None], Step] = {(stage, verdict): next_step(stage, verdict)
+                                                   for stage in Stage for verdict in (*Verdict, None)}
+
+
 @dataclass(eq=False)
 class Disposal:
     """One received message on its way out of our hands (identity is the object: two redeliveries of
@@ -185,7 +191,7 @@ class Disposal:
 
     @property
     def next(self) -> Step:
-        return next_step(self.stage, self.action.verdict if self.action is not None else None)
+        return _NEXT[(self.stage, self.action.verdict if self.action is not None else None)]
 
     @property
     def done(self) -> bool:
