@@ -25,14 +25,15 @@ class AckTally:
         self._buckets: dict[str, deque[list[int]]] = {}  # topic → [second, count], oldest first
         self._lock = threading.Lock()
 
-    def record(self, topic: str) -> None:
+    def record(self, topic: str, count: int = 1) -> None:
+        """``count`` messages of ``topic`` acked just now (the disposer tells a batch's at its end)."""
         second = int(self._clock())
         with self._lock:
             buckets = self._buckets.setdefault(topic, deque())
             if buckets and buckets[-1][0] == second:
-                buckets[-1][1] += 1
+                buckets[-1][1] += count
             else:
-                buckets.append([second, 1])
+                buckets.append([second, count])
             while buckets and buckets[0][0] < second - self.horizon_s:
                 buckets.popleft()
 

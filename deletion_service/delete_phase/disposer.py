@@ -87,6 +87,8 @@ class Disposer:
         self.awaiting_next_try: list[Disposal] = []
         #: settled in the current call, by outcome: the ``acked`` metric counts them once per call
         self._acked: Counter[Outcome] = Counter()
+        #: acked in the current call, by topic: told to ``acked`` (the ack tally) once per call
+        self._acked_topics: Counter[str] = Counter()
         #: routine outcomes settled in the current call: (outcome, topic, ledger type) -> ledger ids, in order
         self._routine: dict[tuple[Outcome, str, LedgerType], list[int]] = {}
 
@@ -233,7 +235,7 @@ class Disposer:
                     failpoint("delete.before-ack")
                     d.consumer.ack(d.message)
                     d.advance(Event.ACK)
-                    self.acked.record(d.message.topic)
+                    self._acked_topics[d.message.topic] += 1
                 case Step.LEAVE_UNACKED:
                     action = d.decided
                     _log.info("%s", action.reason if d.request is None else f"{d.request.describe()}: {action.reason}")
@@ -254,9 +256,13 @@ class Disposer:
             self.hooks.on_settled(settled)
 
     def _end_of_call(self) -> None:
-        """What is tallied per call, not per message: the ``acked`` metric and the routine outcomes' lines."""
+        """What is tallied per call, not per message: the ``acked`` metric, the ack tally and the routine
+        outcomes' lines."""
         self.metrics.count_acked(self._acked)
         self._acked.clear()
+        for topic, n in self._acked_topics.items():
+            self.acked.record(topic, n)
+        self._acked_topics.clear()
         routine, self._routine = self._routine, {}
         for (outcome, topic, ledger_type), ids in routine.items():
             what = "offloaded ledger(s)" if ledger_type == LedgerType.OFFLOAD_LEDGER else "ledger(s)"
