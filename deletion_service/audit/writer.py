@@ -165,8 +165,9 @@ class AuditWriter:
                 run_start = size
                 for entry in entries:
                     rec = record.build(entry, seq + 1, at_ms, self.daemon, prev)
-                    text = record.line(rec)
-                    data = (text + "\n").encode()
+                    text = record.built_line(rec)
+                    raw = text.encode()
+                    data = raw + b"\n"
                     if fresh or n == 0 or (size > 0 and size + len(data) > self.max_bytes):
                         self._write_run(n, run_start, run, run_bytes, written)
                         n, size, fresh = n + 1, 0, False
@@ -174,7 +175,7 @@ class AuditWriter:
                     run.append((rec, text))
                     run_bytes.append(data)
                     size += len(data)
-                    seq, prev = seq + 1, record.digest(text)
+                    seq, prev = seq + 1, record.digest(raw)
                 self._write_run(n, run_start, run, run_bytes, written)
             if self.sync_interval_s <= 0:
                 self.flush()
