@@ -6,8 +6,9 @@ batch before and to take the next; a thread of this lane sends each batch to the
 run on two cores.  Decided requests come back to the worker thread through :meth:`finished`,
 which alone publishes, records and acks, as for the offload lane.
 
-At most :data:`BATCHES` batches are here at once (one in the delete process, one waiting), so
-memory and the requests held unacked stay bounded by two batches.  Batches are decided one at a
+At most :data:`BATCHES` batches wait for or are in the delete process (one there, one waiting, so it
+never waits for the worker), and one decided batch waits for the worker, so the requests held
+unacked stay bounded by three batches.  Batches are decided one at a
 time in the order they came, so a ledger named in two batches is verified again after the first
 delete.  If the delete process dies, the batch it held is decided as a transient failure
 (reconsumed later and verified from scratch: a delete it did is then found absent) and a new
@@ -74,9 +75,10 @@ class DeleteProcessLane:
             return sum(len(b.items) for b in batches)
 
     def room(self) -> int:
-        """Batches that may still be submitted."""
+        """Batches that may still be submitted (those decided and not yet taken back do not count: the
+        worker takes them back before it takes in more, so at most one more batch is in hand)."""
         with self._cond:
-            return max(0, BATCHES - len(self._inbox) - (self._working is not None) - len(self._outbox))
+            return max(0, BATCHES - len(self._inbox) - (self._working is not None))
 
     def submit(self, items: list[Disposal], with_offloads: bool = False) -> None:
         with self._cond:
