@@ -11,7 +11,9 @@
   the embedded broker, requests enqueued beforehand, first deletion to last seen in
   ZooKeeper), for ``--ledgers`` closed, unreferenced ledgers of one topic: once with the
   audit trail on (the default an operator runs), once with it off
-  (:mod:`bench.daemon_without_audit`) so its cost is visible;
+  (:mod:`bench.daemon_without_audit`) so its cost is visible, and once with the trail on and
+  ``ledgerDeletionDeleteProcess = off`` (everything on the daemon's one thread) so the delete
+  process's share is visible; the default (``auto``) uses one on 2 CPUs;
 * d/c and d/e, and the mark phase (``bench.mark_phase``: ``trim`` of 10,000 ledgers over 100 topics);
 * the daemon paced: requests sent at ``--rate`` per second (2,000; 0 skips it) over the bench's
   topics, with the rate achieved, p50/p99 from send to deletion and the daemon's peak RSS.
@@ -84,6 +86,8 @@ def run(world: e2e.World, ledgers: int, rate: float, profile_dir: Path | None) -
     d = e2e.run_e2e(world, ledgers, offloaded_every=0, topics=1)
     say("d: the daemon, audit trail off")
     d_off = e2e.run_e2e(world, ledgers, offloaded_every=0, topics=1, audit=False)
+    say("d: the daemon, audit trail on, no delete process")
+    d_one = e2e.run_e2e(world, ledgers, offloaded_every=0, topics=1, delete_process=False)
     say("mark phase: 10,000 ledgers over 100 topics")
     broker_url = EmbeddedBroker(world.data_dir).ensure().serviceUrl
     mark = mark_phase.run_mark_phase(f"{world.zk.url}/mark-{os.getpid()}", broker_url, 10_000, 100)
@@ -95,14 +99,15 @@ def run(world: e2e.World, ledgers: int, rate: float, profile_dir: Path | None) -
         profile_dir.mkdir(parents=True, exist_ok=True)
         say(f"profiled drain (py-spy) into {profile_dir}/daemon.folded")
         e2e.run_e2e(world, ledgers, offloaded_every=0, topics=1, profile=profile_dir / "daemon.folded")
-    return figures(c, e, [d, d_off], mark, paced)
+    return figures(c, e, [d, d_off, d_one], mark, paced)
 
 
 def figures(c: Rate, e: Rate, drains: Sequence[e2e.E2EResult], mark: dict, paced: e2e.E2EResult | None) -> dict:
     rows = [{"name": name, "ledgers": r.ledgers, "seconds": round(r.seconds, 2), "perSecond": round(rate),
              "peakRssMb": r.peak_rss_mb, "leftInZookeeper": r.left_in_zookeeper}
             for name, r, rate in (("d: daemon, audit on", drains[0], drains[0].ledgers_per_second),
-                                  ("d: daemon, audit off", drains[1], drains[1].ledgers_per_second))]
+                                  ("d: daemon, audit off", drains[1], drains[1].ledgers_per_second),
+                                  ("d: audit on, one process", drains[2], drains[2].ledgers_per_second))]
     d = drains[0].ledgers_per_second
     return {
         "c": {"ledgers": c.ledgers, "seconds": round(c.seconds, 2), "perSecond": round(c.per_second)},
@@ -110,7 +115,8 @@ def figures(c: Rate, e: Rate, drains: Sequence[e2e.E2EResult], mark: dict, paced
         "d": rows,
         "ratios": {"d/c": round(d / c.per_second, 3), "d/e": round(d / e.per_second, 2),
                    "d/c, audit off": round(drains[1].ledgers_per_second / c.per_second, 3),
-                   "d/e, audit off": round(drains[1].ledgers_per_second / e.per_second, 2)},
+                   "d/e, audit off": round(drains[1].ledgers_per_second / e.per_second, 2),
+                   "d/e, one process": round(drains[2].ledgers_per_second / e.per_second, 2)},
         "markPhase": {k: round(v, 2) if isinstance(v, float) else v for k, v in mark.items()},
         "drains": [asdict(r) for r in drains],
         "paced": None if paced is None else asdict(paced),

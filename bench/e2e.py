@@ -200,12 +200,15 @@ def write_config(world: World, path: Path) -> Path:
 
 
 def start_daemon(world: World, chroot: str, config: Path, exit_when_idle: bool, audit: bool = True,
-                 profile: Path | None = None) -> subprocess.Popen:
+                 profile: Path | None = None, delete_process: bool = True) -> subprocess.Popen:
     """``ledger-deletion run`` as its own process; ``audit`` False runs it through
-    :mod:`bench.daemon_without_audit` (the same daemon, no trail), ``profile`` samples it with py-spy."""
+    :mod:`bench.daemon_without_audit` (the same daemon, no trail), ``profile`` samples it (and its
+    delete process) with py-spy, ``delete_process`` False sets ``ledgerDeletionDeleteProcess = off``
+    (by default ``auto`` decides, as for an operator)."""
     port = free_port()
     entry = "deletion_service.cli.main" if audit else "bench.daemon_without_audit"
     spy = [str(Path(sys.executable).parent / "py-spy"), "record", "-r", "200", "-f", "raw", "--threads",
+           "--subprocesses",
            "-o", str(profile), "--"] if profile is not None else []
     args = [*spy, sys.executable, "-m", entry, "run", "--data-dir", str(world.data_dir),
             "--metadata-store", f"{world.zk.url}{chroot}", "--config", str(config),
@@ -213,7 +216,8 @@ def start_daemon(world: World, chroot: str, config: Path, exit_when_idle: bool, 
     if exit_when_idle:
         args += ["--exit-when-idle", "--max-wait", "900"]
     log = (world.data_dir / "daemon.log").open("a")  # a pipe nobody reads would fill and stall the daemon
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log, text=True)
+    env = {**os.environ, **({} if delete_process else {"LEDGER_DELETION_LEDGER_DELETION_DELETE_PROCESS": "off"})}
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log, text=True, env=env)
     proc.admin_port = port  # type: ignore[attr-defined]
     return proc
 
@@ -242,9 +246,10 @@ def publisher(world: World) -> tuple[RequestPublisher, PulsarBrokerClient]:
 
 
 def run_e2e(world: World, ledgers: int, offloaded_every: int, rate: float | None = None, *, topics: int = TOPICS,
-            audit: bool = True, profile: Path | None = None) -> E2EResult:
+            audit: bool = True, profile: Path | None = None, delete_process: bool = True) -> E2EResult:
     """One run on a fresh chroot: ``rate`` None drains a queue, else requests are paced.  ``topics``:
-    how many topics the ledgers are spread over; ``audit``/``profile``: see :func:`start_daemon`."""
+    how many topics the ledgers are spread over; ``audit``/``profile``/``delete_process``: see
+    :func:`start_daemon`."""
     chroot = fresh_chroot()
     _say(f"seeding {ledgers} ledgers ({'drain' if rate is None else f'paced {rate:g}/s'})")
     paths, requests = prepare(world, chroot, ledgers, offloaded_every, topics)
@@ -261,7 +266,8 @@ def run_e2e(world: World, ledgers: int, offloaded_every: int, rate: float | None
         finally:
             pub.close()
             client.close()
-        proc = start_daemon(world, chroot, config, exit_when_idle=True, audit=audit, profile=profile)
+        proc = start_daemon(world, chroot, config, exit_when_idle=True, audit=audit, profile=profile,
+                            delete_process=delete_process)
         watcher.start()
     else:
         proc = start_daemon(world, chroot, config, exit_when_idle=False)
