@@ -29,6 +29,9 @@ from deletion_service.metrics import DeletionMetrics
 
 _log = logging.getLogger(__name__)
 
+#: With ``until`` (a batch with the delete process): how long an idle wait lasts before it is asked again.
+UNTIL_POLL_S = 0.005
+
 
 @dataclass
 class Limits:
@@ -66,7 +69,7 @@ class Intake:
         """Due held messages first, then whatever both consumers have ready (1 ms polls, so a
         full batch costs no waiting); only an empty round waits, and only up to ``wait_s``.
         ``until``: return what is in hand as soon as it says so (the delete process has a batch
-        decided, whose acks must not wait for this one to fill)."""
+        decided, whose acks must not wait for this one to fill); asked every :data:`UNTIL_POLL_S`."""
         batch = self.not_yet_due.pop_due(self._now_ms(), limit)
         for d in batch:
             d.advance(Event.FALL_DUE)
@@ -93,7 +96,8 @@ class Intake:
             remaining = deadline - time.monotonic()
             if batch or remaining <= 0:
                 break
-            msg = self._receive(self.requests, min(0.05, remaining))  # idle: wait a little, not spin
+            # idle: wait a little, not spin; a little less while the delete process decides a batch
+            msg = self._receive(self.requests, min(0.05 if until is None else UNTIL_POLL_S, remaining))
             if msg is not None:
                 self._take(Disposal(msg, self.requests), batch)
         self._after_collect()

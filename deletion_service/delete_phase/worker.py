@@ -141,7 +141,7 @@ class DeletePhaseWorker:
                 with logs.one_write_per_batch():
                     return settled + self._settle_bookkeeper_lane()
             batch = self._resume_paused() or self.intake.collect(
-                wait_s, room, until=lane.has_finished if lane is not None else None)
+                wait_s, room, until=lane.has_finished if lane is not None and lane.in_flight else None)
             if not batch:
                 return settled
             self.busy = True
