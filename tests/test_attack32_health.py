@@ -1,0 +1,50 @@
+"""Attacks on the delete process (issue 29) aimed at the daemon's health answer: its child alive but unable
+to progress, while the daemon's own thread (which answers ``/readyz``) is fine.
+
+Real processes: ``ledger-deletion run`` on the session's ZooKeeper (a chroot per test) and pulsar-lite.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.replicas_world import Replica
+from tests.test_attack32_support import (
+    AttackWorld,
+    readyz,
+    started,
+    stopped,
+    world,
+)
+
+__all__ = ["world"]
+
+#: How long a daemon that cannot delete anything may go on answering /readyz 200 (two ZooKeeper session
+#: timeouts and more; the daemon's own breakers open well within it).
+STALL_S = 30
+
+
+def _readyz_until_not_ready(daemon: Replica, seconds: float) -> list[int]:
+    """Poll /readyz every second for ``seconds`` or until it is not 200."""
+    codes: list[int] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and (not codes or codes[-1] == 200):
+        codes.append(readyz(daemon))
+        time.sleep(1)
+    return codes
+
+
+@pytest.mark.xfail(strict=True, reason="attack32 finding 2: /readyz answers 200 while a stopped delete process "
+                                       "holds every request")
+def test_readyz_fails_while_the_stopped_delete_process_holds_requests(world: AttackWorld) -> None:
+    """Nothing can be deleted while the child is stopped (SIGSTOP: a debugger, a cgroup freezer, a stuck
+    page fault): /readyz must not keep answering 200."""
+    [daemon] = world.add_replicas(1)
+    child = started(world, daemon)
+    with stopped(child):
+        world.enqueue(world.orphans(20))
+        codes = _readyz_until_not_ready(daemon, STALL_S)
+        left = len(world.left())
+    assert codes[-1] != 200, f"/readyz answered 200 for {STALL_S} s with {left} of 20 requests undeleted"

@@ -1,0 +1,168 @@
+"""Attacks on the delete process (issue 29) with signals and network faults aimed at the child or the
+daemon at chosen moments: while the child starts, while it holds a batch, over and over.
+
+Real processes: ``ledger-deletion run`` on the session's ZooKeeper (a chroot per test) and pulsar-lite; the
+judge reads ZooKeeper, the audit trail and ``/proc``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from tests.harness import PulsarLiteBroker, wait_until
+from tests.test_attack32_support import (
+    STARTED,
+    AttackWorld,
+    all_children,
+    cut_zookeeper,
+    delete_process,
+    gone,
+    log,
+    next_child,
+    sigterm_seconds,
+    started,
+    stopped,
+    wait_acked,
+    world,
+    zookeeper_port,
+)
+
+__all__ = ["world"]
+
+HELD = "failpoint delete.before-storage: sleep"
+
+
+def _deleted_once(world: AttackWorld, timeout: float = 60) -> None:
+    world.wait_drained(timeout)
+    deleted = world.deletions()
+    assert set(deleted) == set(world.ledgers), sorted(set(world.ledgers) - set(deleted))[:10]
+    assert all(n == 1 for n in deleted.values()), {k: n for k, n in deleted.items() if n > 1}
+
+
+def test_sigkill_of_the_daemon_while_the_child_holds_a_batch_ends_the_child_before_it_deletes(
+        world: AttackWorld) -> None:
+    """The daemon dies (OOM, node loss) while its child holds a verified batch: the child must not go on
+    deleting for a daemon that can no longer record or ack (nobody's audit trail would say who deleted)."""
+    [daemon] = world.add_replicas(1)
+    child = started(world, daemon, "delete.before-storage=sleep:4@1")
+    world.enqueue(world.orphans(20))
+    wait_until(lambda: HELD in log(world, daemon), 30, "a batch in the child")
+    assert daemon.stop(signal.SIGKILL) == -signal.SIGKILL
+    wait_until(lambda: gone(child), 10, "the delete process gone with its daemon")
+    assert sorted(world.left()) == world.ledgers, "the orphaned child deleted after its daemon died"
+
+
+def test_sigterm_while_the_child_is_starting_ends_both_in_time(world: AttackWorld) -> None:
+    [daemon] = world.add_replicas(1)
+    daemon.start()
+    wait_until(lambda: delete_process(daemon) is not None, 60, "the delete process spawned", daemon.proc)
+    child = delete_process(daemon)
+    assert child is not None
+    world.children_seen.add(child)
+    seconds, code = sigterm_seconds(daemon)
+    assert seconds <= 20 and code == 0, (seconds, code, log(world, daemon)[-2000:])
+    wait_until(lambda: gone(child), 10, "the delete process gone")
+
+
+def test_sigterm_while_the_child_holds_a_slow_batch_ends_the_daemon_within_its_bound(world: AttackWorld) -> None:
+    """The child's batch is slow (a failpoint holds it 40 s: a ZooKeeper that answers slowly): SIGTERM must
+    still end the daemon within 20 s, and the batch come back to the next daemon."""
+    [daemon] = world.add_replicas(1)
+    child = started(world, daemon, "delete.before-storage=sleep:40@1")
+    world.enqueue(world.orphans(20))
+    wait_until(lambda: HELD in log(world, daemon), 30, "a batch in the child")
+    seconds, code = sigterm_seconds(daemon)
+    assert seconds <= 20, (seconds, code, log(world, daemon)[-3000:])
+    wait_until(lambda: gone(child), 10, "the delete process gone")
+    daemon.start().wait_ready()
+    _deleted_once(world)
+
+
+def test_a_child_killed_each_time_it_starts_costs_nothing_but_time(world: AttackWorld) -> None:
+    """Five children SIGKILLed in a row (at once after they appear, before or during their start): the
+    daemon keeps its requests, and a sixth child deletes them all once."""
+    [daemon] = world.add_replicas(1)
+    child = started(world, daemon)
+    world.enqueue(world.orphans(30))
+    killed = {child}
+    for _ in range(5):
+        os.kill(child, signal.SIGKILL)
+        child = next_child(daemon, child)
+        world.children_seen.add(child)
+        killed.add(child)
+    _deleted_once(world, 120)
+    assert daemon.running() and len(killed) == 6
+
+
+def test_a_child_whose_zookeeper_session_expired_holding_a_batch_recovers(world: AttackWorld) -> None:
+    """The child is stopped past its ZooKeeper session (10 s) while it holds a verified batch: its
+    session expires, then it resumes and must still delete every ledger once (none lost, none parked)."""
+    [daemon] = world.add_replicas(1)
+    child = started(world, daemon, "delete.before-storage=sleep:1@1")
+    world.enqueue(world.orphans(20))
+    wait_until(lambda: HELD in log(world, daemon), 30, "a batch in the child")
+    with stopped(child):
+        time.sleep(14)  # the session's expiry is the fault: nothing to wait for but the clock
+    _deleted_once(world)
+    assert daemon.running()
+    assert not [r for rep in world.replicas for r in rep.audit() if r["outcome"] == "dead-lettered"]
+
+
+def test_the_childs_zookeeper_connections_cut_over_and_over_lose_nothing(world: AttackWorld) -> None:
+    """Reset the child's ZooKeeper connections (only its) every 0.2 s while it drains: deletes in flight
+    come back unknown and are read back; nothing deleted twice, nothing lost."""
+    [daemon] = world.add_replicas(1)
+    child = started(world, daemon)
+    port = zookeeper_port(world)
+    world.enqueue(world.orphans(300))
+    cuts = 0
+    deadline = time.monotonic() + 30
+    while world.left() and time.monotonic() < deadline:
+        cuts += cut_zookeeper(child, port)
+        time.sleep(0.2)
+    _deleted_once(world, 90)
+    assert cuts > 0
+    assert STARTED in log(world, daemon) and all_children(daemon)
+
+
+def test_a_child_killed_with_the_next_batch_queued_loses_neither_batch(world: AttackWorld,
+                                                                      pulsar_broker: PulsarLiteBroker) -> None:
+    """Batches of 10: the child holds one (failpoint), the next waits queued for it; SIGKILL the child.  Both
+    batches must come back (reconsumed or decided by the new child), none stranded unacked in the daemon."""
+    world.config.write_text(world.config.read_text() + "twoPhaseDeletionBatchSize = 10\n")
+    [daemon] = world.add_replicas(1)
+    child = started(world, daemon, "delete.before-storage=sleep:5@1")
+    world.enqueue(world.orphans(60))
+    wait_until(lambda: HELD in log(world, daemon), 30, "a batch in the child")
+    time.sleep(0.5)  # let the daemon queue the next batches behind the held one: no event says it has
+    os.kill(child, signal.SIGKILL)
+    _deleted_once(world, 60)
+    wait_acked(world, pulsar_broker)
+    assert daemon.running()
+
+
+def test_the_daemon_stopped_past_its_sessions_while_the_child_holds_a_batch_recovers(world: AttackWorld) -> None:
+    """The daemon (not the child) is stopped 14 s, past its ZooKeeper session, while its child decides a
+    batch and sends back its results: resumed, it settles every request once."""
+    [daemon] = world.add_replicas(1)
+    started(world, daemon, "delete.before-storage=sleep:1@1")
+    world.enqueue(world.orphans(20))
+    wait_until(lambda: HELD in log(world, daemon), 30, "a batch in the child")
+    assert daemon.proc is not None
+    with stopped(daemon.proc.pid):
+        time.sleep(14)  # the session's expiry is the fault: nothing to wait for but the clock
+    _deleted_once(world)
+    assert daemon.running()
+
+
+def test_two_replicas_each_with_a_child_one_child_killed_mid_batch(world: AttackWorld) -> None:
+    first, second = world.add_replicas(2)
+    victim = started(world, first, "delete.before-storage=sleep:3@1")
+    started(world, second, "delete.before-storage=sleep:3@1")
+    world.enqueue(world.orphans(200))
+    wait_until(lambda: HELD in log(world, first), 30, "a batch in the first replica's child")
+    os.kill(victim, signal.SIGKILL)
+    _deleted_once(world, 90)
+    assert first.running() and second.running()

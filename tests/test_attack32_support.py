@@ -1,0 +1,195 @@
+"""Helpers of the ``test_attack32_*`` attacks on the daemon's delete process (issue 29), from outside: real
+``run`` processes (``tests/replicas_world.py``), signals sent to the daemon and to its child, the session's
+ZooKeeper and pulsar-lite.  No tests here; the name keeps it among the attack files this helper owns."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from deletion_service.failpoints import ENV as FAILPOINTS_ENV
+from deletion_service.inflight import parse_backlog_metrics
+from tests.harness import PulsarLiteBroker, free_port, wait_until
+from tests.replicas_world import Replica, ReplicaWorld
+
+#: What the daemon's log says once its delete process runs (its start line names the child's pid).
+STARTED = "BookKeeper requests decided in"
+
+
+@dataclass
+class AttackWorld(ReplicaWorld):
+    """:class:`ReplicaWorld` that remembers every delete process its daemons started, to end any left behind."""
+
+    children_seen: set[int] = field(default_factory=set)
+
+    def close(self) -> None:
+        for replica in self.replicas:
+            self.children_seen.update(all_children(replica))
+        super().close()
+        for pid in self.children_seen:  # started by a daemon this test started: ours to end
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def world(tmp_path: Path, zk_url: str, pulsar_broker: PulsarLiteBroker) -> Iterator[AttackWorld]:
+    """A fresh chroot and topic on the session's servers; its replicas SIGKILLed at the end, then any
+    delete process they left behind (so a leak one test finds does not outlive it)."""
+    w = AttackWorld(tmp_path, zk_url, pulsar_broker.service_url)
+    yield w
+    w.close()
+
+
+def log(world: ReplicaWorld, replica: Replica) -> str:
+    return (world.root / f"{replica.name}.log").read_text(errors="replace")
+
+
+def all_children(replica: Replica) -> list[int]:
+    """Every live child of the daemon (listed under any of its threads), zombies left out."""
+    if replica.proc is None or replica.proc.poll() is not None:
+        return []
+    found: list[int] = []
+    for task in Path(f"/proc/{replica.proc.pid}/task").glob("*"):
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return [pid for pid in found if not gone(pid)]
+
+
+def delete_process(replica: Replica) -> int | None:
+    """The daemon's delete process: its one Python child started by multiprocessing's spawn."""
+    found = [pid for pid in all_children(replica) if _spawned(pid)]
+    assert len(found) <= 1, found
+    return found[0] if found else None
+
+
+def _spawned(pid: int) -> bool:
+    try:
+        return b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def state(pid: int) -> str | None:
+    """The process's state letter (R, S, T, Z, ...), or None when it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
+def gone(pid: int) -> bool:
+    """Exited: no such process, or a zombie (it runs nothing)."""
+    return state(pid) in (None, "Z")
+
+
+def started(world: AttackWorld, replica: Replica, failpoint: str | None = None, own_group: bool = False) -> int:
+    """Start ``replica`` (leading a process group of its own with ``own_group``), wait for /readyz and its
+    start line; its delete process's pid."""
+    (start_in_own_group(replica, failpoint) if own_group else replica.start(failpoint)).wait_ready()
+    wait_until(lambda: STARTED in log(world, replica), 30, "the start line")
+    child = delete_process(replica)
+    assert child is not None, log(world, replica)[-2000:]
+    world.children_seen.add(child)
+    return child
+
+
+def readyz(replica: Replica) -> int:
+    """``/readyz``'s status code (0: no answer)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{replica.port}/readyz", timeout=5) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError:
+        return 0
+
+
+@contextmanager
+def stopped(pid: int) -> Iterator[None]:
+    """``pid`` SIGSTOPped for the block, SIGCONTed after (if it still exists)."""
+    os.kill(pid, signal.SIGSTOP)
+    wait_until(lambda: state(pid) in ("T", "t", None, "Z"), 5, "the process stopped")
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+
+
+def sigterm_seconds(replica: Replica, bound: float = 40) -> tuple[float, int | None]:
+    """SIGTERM the daemon; (seconds until it exited, its exit code), SIGKILLed past ``bound``."""
+    assert replica.proc is not None
+    t0 = time.monotonic()
+    code = replica.stop(signal.SIGTERM, timeout=bound)
+    return time.monotonic() - t0, code
+
+
+def zookeeper_port(world: ReplicaWorld) -> int:
+    return int(world.zk_url.split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
+
+
+def cut_zookeeper(pid: int, port: int) -> int:
+    """Reset every TCP connection process ``pid`` holds to ZooKeeper (``ss -K``, as a network fault would):
+    that process's connections only, the daemon's own are untouched.  How many were cut."""
+    listing = subprocess.run(["ss", "-Htnp", "state", "established", "dport", "=", f":{port}"],
+                             capture_output=True, text=True, check=True).stdout
+    local_ports = [line.split()[2].rsplit(":", 1)[1] for line in listing.splitlines() if f"pid={pid}," in line]
+    for local in local_ports:
+        subprocess.run(["ss", "-K", "state", "established", "sport", "=", f":{local}", "dport", "=", f":{port}"],
+                       capture_output=True, check=True)
+    return len(local_ports)
+
+
+def start_in_own_group(replica: Replica, failpoint: str | None = None) -> Replica:
+    """``replica.start``, but the daemon leads a process group of its own, as a shell's foreground job or a
+    systemd unit's processes: a signal to the group (Ctrl-C, ``KillMode=control-group``) reaches its child too."""
+    replica.port = free_port()
+    env = dict(replica.env)
+    env.pop(FAILPOINTS_ENV, None)
+    if failpoint:
+        env[FAILPOINTS_ENV] = failpoint
+    out = open(replica.data_dir.parent / f"{replica.name}.log", "ab")  # noqa: SIM115 - the child's for its life
+    replica.proc = subprocess.Popen([*replica.argv, "run", "--admin-address", f"127.0.0.1:{replica.port}"],
+                                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                    start_new_session=True)
+    out.close()
+    return replica
+
+
+def signal_group(replica: Replica, sig: int) -> float:
+    """Send ``sig`` to the daemon's whole process group; the monotonic time it was sent."""
+    assert replica.proc is not None
+    os.killpg(replica.proc.pid, sig)
+    return time.monotonic()
+
+
+def backlog(world: ReplicaWorld, broker: PulsarLiteBroker) -> int:
+    """Requests of ``world``'s topics (partitions and RETRY) the broker holds unacknowledged, by its metrics."""
+    counts = parse_backlog_metrics(broker.metrics_text(), "ledger-deletion")
+    return sum(n for topic, n in counts.items() if f"__ld_{world.tag}" in topic)
+
+
+def wait_acked(world: ReplicaWorld, broker: PulsarLiteBroker, timeout: float = 60) -> None:
+    """Every request acknowledged (a request stranded unacked in a daemon is lost until it restarts)."""
+    wait_until(lambda: backlog(world, broker) == 0, timeout, "every request acknowledged", interval=0.5)
+
+
+def next_child(replica: Replica, old: int, timeout: float = 60) -> int:
+    """The delete process the daemon starts after ``old`` died."""
+    wait_until(lambda: delete_process(replica) not in (None, old), timeout, "a new delete process", replica.proc)
+    child = delete_process(replica)
+    assert child is not None
+    return child
