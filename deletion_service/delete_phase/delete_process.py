@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import logging
 import multiprocessing
 import os
@@ -162,6 +163,8 @@ def _child_main(conn: Connection, spec: DeleteProcessSpec, parent_pid: int) -> N
     pipeline = DeletePipeline(FactGatherer(store, bk_store, spec.offload, spec.ledgers_root),
                               Executor(bk_store, spec.offload, RateLimiter(spec.max_deletions_per_second),
                                        dry_run=spec.dry_run), tally)
+    gc.collect()
+    gc.freeze()  # as the daemon does after its start: what lives as long as the process, unwalked
     conn.send("ready")
     try:
         while (batch := _next_batch(conn, parent_pid)) is not None:

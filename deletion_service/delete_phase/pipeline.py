@@ -86,7 +86,7 @@ class DeletePipeline:
                 counted[(request.ledger_type.value, result.status)] += 1
                 action = decision.settle_delete(action, result, tries, policy)
             # What was verified and deleted rides along with the verdict, for the audit trail.
-            settled.append(replace(action, evidence=Evidence.of(f, result)))
+            settled.append(action.with_evidence(Evidence.of(f, result)))
         self.metrics.count_deletes(counted)
         return settled
 
