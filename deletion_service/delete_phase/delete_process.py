@@ -26,6 +26,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -92,21 +93,24 @@ class DeleteProcess:
         self._process.start()
         child_conn.close()
         self._ready = False
+        self._ready_lock = threading.Lock()
 
     @property
     def pid(self) -> int | None:
         return self._process.pid
 
     def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
-        """The child opened its stores (raises :class:`DeleteProcessDied` with its reason otherwise)."""
-        if self._ready:
-            return
-        if not self._conn.poll(timeout_s):
-            raise DeleteProcessDied(f"the delete process did not start within {timeout_s:.0f} s")
-        answer = self._recv()
-        if answer != "ready":
-            raise DeleteProcessDied(f"the delete process could not start: {answer}")
-        self._ready = True
+        """The child opened its stores (raises :class:`DeleteProcessDied` with its reason otherwise).
+        The daemon's start and the lane's first batch may both ask: one reads the answer."""
+        with self._ready_lock:
+            if self._ready:
+                return
+            if not self._conn.poll(timeout_s):
+                raise DeleteProcessDied(f"the delete process did not start within {timeout_s:.0f} s")
+            answer = self._recv()
+            if answer != "ready":
+                raise DeleteProcessDied(f"the delete process could not start: {answer}")
+            self._ready = True
 
     def run(self, requests: Sequence[PendingDeleteLedgerInfo], attempts: Sequence[int], policy: Policy,
             grace_since: Sequence[int | None] | None = None) -> list[Action]:

@@ -36,6 +36,10 @@ _log = logging.getLogger(__name__)
 BATCHES = 2
 #: The pause before a new delete process is started after one could not be.
 RESTART_BACKOFF_S = 1.0
+#: A batch this long in the delete process makes ``/readyz`` fail (one takes well under a second; under
+#: ``maxDeletionsPerSecond`` at most about one; found from outside: a SIGSTOPped process held every
+#: request while ``/readyz`` said 200).
+DECIDING_TOO_LONG_S = 15.0
 
 
 @dataclass
@@ -54,6 +58,7 @@ class DeleteProcessLane:
         self._process: DeleteProcess | None = start_process()
         self._inbox: deque[LaneBatch] = deque()
         self._working: LaneBatch | None = None
+        self._working_since = 0.0  # monotonic, when the batch in the delete process was sent
         self._outbox: list[LaneBatch] = []
         self._quiescing = False
         self._down: str | None = None
@@ -100,9 +105,22 @@ class DeleteProcessLane:
             if not self._outbox:
                 self._cond.wait(timeout_s)
 
+    def wait_ready(self, timeout_s: float) -> None:
+        """Until the delete process has opened its stores (raises ``DeleteProcessDied`` with why not)."""
+        if self._process is not None:
+            self._process.wait_ready(timeout_s)
+
     def down(self) -> str | None:
-        """For ``/readyz``: the delete process is not running (and why)."""
-        return self._down
+        """For ``/readyz``: the delete process is not running (and why), or has held a batch too long."""
+        if self._down is not None:
+            return self._down
+        with self._cond:
+            working, since = self._working, self._working_since
+        held_s = time.monotonic() - since
+        if working is not None and held_s > DECIDING_TOO_LONG_S:
+            return (f"the delete process has held a batch of {len(working.items)} request(s) for {held_s:.0f} s "
+                    f"without an answer (pid {self.pid})")
+        return None
 
     def quiesce(self, wait_s: float) -> int:
         """A graceful stop: start no batch, and wait up to ``wait_s`` for the one in the delete process
@@ -134,6 +152,7 @@ class DeleteProcessLane:
                     self._cond.wait(0.2)
                     continue
                 batch = self._working = self._inbox.popleft()
+                self._working_since = time.monotonic()
             self._decide(batch)
             with self._cond:
                 self._working = None

@@ -18,10 +18,10 @@ from deletion_service.cli.admin_wiring import start_admin
 from deletion_service.cli.command_environment import open_environment
 from deletion_service.config import DeletionConfig
 from deletion_service.daemon import Daemon
-from deletion_service.delete_phase.delete_process import DeleteProcessSpec
+from deletion_service.delete_phase.delete_process import READY_TIMEOUT_S, DeleteProcessDied, DeleteProcessSpec
 from deletion_service.delete_phase.delete_process_choice import use_delete_process
 from deletion_service.embedded.supervisor import BrokerSupervisor
-from deletion_service.errors import UsageError
+from deletion_service.errors import UsageError, UserError
 from deletion_service.inflight import NoBacklog
 from deletion_service.namespaces import discover
 from deletion_service.service import LedgerDeletionService
@@ -93,6 +93,7 @@ def register(app: typer.Typer) -> None:
                         for sig in (signal.SIGTERM, signal.SIGINT)}
             try:
                 daemon.start()
+                _wait_for_delete_process(service)
                 # What start-up built lives as long as the daemon: out of the collector's sight, a full
                 # collection no longer walks it (~20% of the delete phase's CPU per request, measured)
                 gc.collect()
@@ -138,6 +139,19 @@ def _delete_process(opts: options.CommonOptions, cfg: DeletionConfig, offload: O
     return DeleteProcessSpec(urls[0], urls[1], cfg.metadata_store_digest_file,
                              cfg.bookkeeper_ledgers_root_path, cfg.max_deletions_per_second, offload, dry_run,
                              level, log_format)
+
+
+def _wait_for_delete_process(service: LedgerDeletionService) -> None:
+    """Until the delete process runs (it has made itself die with the daemon, and opened its stores): the
+    start line names it only then.  Found from outside: one SIGSTOPped while still starting, before it
+    could ask to die with the daemon, outlived a SIGKILLed daemon."""
+    lane = service.worker.bookkeeper_lane if service.worker is not None else None
+    if lane is None:
+        return
+    try:
+        lane.wait_ready(READY_TIMEOUT_S)
+    except DeleteProcessDied as e:
+        raise UserError(f"{e}; the daemon runs without one with ledgerDeletionDeleteProcess = off") from e
 
 
 def _deciding(service: LedgerDeletionService) -> str:
