@@ -59,13 +59,18 @@ def all_children(replica: Replica) -> list[int]:
     """Every live child of the daemon (listed under any of its threads), zombies left out."""
     if replica.proc is None or replica.proc.poll() is not None:
         return []
+    return children_of(replica.proc.pid)
+
+
+def children_of(pid: int) -> list[int]:
+    """Every live child of process ``pid`` (listed under any of its threads), zombies left out."""
     found: list[int] = []
-    for task in Path(f"/proc/{replica.proc.pid}/task").glob("*"):
+    for task in Path(f"/proc/{pid}/task").glob("*"):
         try:
             found += [int(c) for c in (task / "children").read_text().split()]
         except OSError:
             continue
-    return [pid for pid in found if not gone(pid)]
+    return [child for child in found if not gone(child)]
 
 
 def delete_process(replica: Replica) -> int | None:
