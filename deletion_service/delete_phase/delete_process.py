@@ -55,6 +55,11 @@ class DeleteProcessDied(RuntimeError):
     """The delete process is gone (killed, out of memory): what it held is decided again."""
 
 
+class DeleteBatchFailed(RuntimeError):
+    """The delete process met an error no request of the batch could be settled past (a bug): the batch
+    is decided again later; the process stays up."""
+
+
 @dataclass(frozen=True)
 class DeleteProcessSpec:
     """What the child needs to build the same pipeline as the daemon's (picklable: it crosses a pipe)."""
@@ -122,6 +127,8 @@ class DeleteProcess:
         actions, counted = self._recv()
         if counted:
             self.counter(counted)
+        if isinstance(actions, str):
+            raise DeleteBatchFailed(f"the delete process could not decide this batch ({actions})")
         return actions
 
     def _recv(self) -> Any:
@@ -173,8 +180,13 @@ def _child_main(conn: Connection, spec: DeleteProcessSpec, parent_pid: int) -> N
     try:
         while (batch := _next_batch(conn, parent_pid)) is not None:
             requests, attempts, policy, grace_since = batch
-            actions = pipeline.run(requests, attempts, policy, grace_since)
-            conn.send((actions, Counter(tally.counted)))
+            try:
+                actions = pipeline.run(requests, attempts, policy, grace_since)
+            except Exception as e:  # noqa: BLE001 - the pipeline's last guard failed: say so, stay up
+                _log.exception("the delete process could not decide a batch of %d", len(requests))
+                conn.send((f"{type(e).__name__}: {e}", Counter(tally.counted)))
+            else:
+                conn.send((actions, Counter(tally.counted)))
             tally.counted.clear()
     finally:
         for s in {id(store): store, id(bk_store): bk_store}.values():

@@ -25,8 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from deletion_service.delete_phase import decision
-from deletion_service.delete_phase.decision import Policy
-from deletion_service.delete_phase.delete_process import DeleteProcess, DeleteProcessDied
+from deletion_service.delete_phase.decision import Kind, Policy
+from deletion_service.delete_phase.delete_process import DeleteBatchFailed, DeleteProcess, DeleteProcessDied
 from deletion_service.delete_phase.dispose import attempts, grace_since
 from deletion_service.delete_phase.lifecycle import Disposal
 
@@ -170,6 +170,8 @@ class DeleteProcessLane:
             self._lost(str(e))
             actions = [decision.retry_later(f"{e}; verified again when it comes back", t, self.policy)
                        for t in tries]
+        except DeleteBatchFailed as e:
+            actions = [decision.retry_later(str(e), t, self.policy, kind=Kind.INTERNAL_ERROR) for t in tries]
         for d, action in zip(items, actions, strict=True):
             d.decide(action)
 

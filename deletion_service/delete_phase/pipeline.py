@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Protocol
 
 from deletion_service.delete_phase import decision
@@ -75,9 +74,9 @@ class DeletePipeline:
             results: list[DeleteResult | None] = self.executor.run(actions, facts)
         except Exception as e:  # noqa: BLE001 - the executor isolates per request; this is the last guard
             _log.exception("unexpected error while deleting a batch")
-            return [replace(a if a.verdict not in DELETES else
-                            decision.retry_later(f"{type(e).__name__}: {e}", t, policy, kind=Kind.INTERNAL_ERROR),
-                            evidence=Evidence.of(f, None))
+            return [(a if a.verdict not in DELETES else
+                     decision.retry_later(f"{type(e).__name__}: {e}", t, policy, kind=Kind.INTERNAL_ERROR)
+                     ).with_evidence(_evidence(f, None))
                     for a, f, t in zip(actions, facts, attempts, strict=True)]
         settled = []
         counted: Counter[tuple[str, DeleteStatus]] = Counter()
@@ -86,7 +85,7 @@ class DeletePipeline:
                 counted[(request.ledger_type.value, result.status)] += 1
                 action = decision.settle_delete(action, result, tries, policy)
             # What was verified and deleted rides along with the verdict, for the audit trail.
-            settled.append(action.with_evidence(Evidence.of(f, result)))
+            settled.append(action.with_evidence(_evidence(f, result)))
         self.metrics.count_deletes(counted)
         return settled
 
@@ -114,3 +113,16 @@ class DeletePipeline:
             return decision.retry_later(f"{type(e).__name__}: {e}", facts.attempts, policy,
                                         kind=Kind.INTERNAL_ERROR)
 
+
+def _evidence(facts: Facts, result: DeleteResult | None) -> Evidence:
+    """The audit trail's evidence; without the custom metadata when it cannot be read as text.  Found from
+    outside: a BookKeeper znode whose custom-metadata key is not UTF-8 raised here, after every delete of
+    its batch, and failed the batch (the delete process died with it; in the daemon, it stayed unacked)."""
+    try:
+        return Evidence.of(facts, result)
+    except Exception:  # noqa: BLE001 - one ledger's unreadable metadata must not fail its batch
+        bk = facts.bookkeeper
+        _log.exception("the evidence of %s could not be built in full; recorded without its custom metadata",
+                       bk.path if bk is not None else "a request")
+        return Evidence(bk_version=bk.version if bk is not None else None, references=facts.references,
+                        offload_objects=result.objects if result is not None else ())

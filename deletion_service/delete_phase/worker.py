@@ -30,7 +30,7 @@ from deletion_service.broker.interface import Consumer
 from deletion_service.delete_phase import decision, dispose, lifecycle
 from deletion_service.delete_phase.ack_tally import AckTally
 from deletion_service.delete_phase.breaker import Breakers
-from deletion_service.delete_phase.decision import Policy
+from deletion_service.delete_phase.decision import Action, Policy
 from deletion_service.delete_phase.delete_process_lane import DeleteProcessLane
 from deletion_service.delete_phase.disposer import Disposer, Hooks, Settled
 from deletion_service.delete_phase.intake import Intake, Limits
@@ -173,10 +173,7 @@ class DeletePhaseWorker:
             lane_owns = set(in_lane) | set(to_pipeline)
         else:
             if to_pipeline:
-                actions = self.pipeline.run([d.admitted for d in to_pipeline],
-                                            [dispose.attempts(d.message) for d in to_pipeline], self.policy,
-                                            [dispose.grace_since(d.message) for d in to_pipeline])
-                for d, action in zip(to_pipeline, actions, strict=True):
+                for d, action in zip(to_pipeline, self._decide_here(to_pipeline), strict=True):
                     d.decide(action)
             if in_lane:  # this batch's BookKeeper deletes are done; its offload deletes wait in their lane
                 failpoint("delete.between-bookkeeper-and-offload")
@@ -184,6 +181,18 @@ class DeletePhaseWorker:
         # What went to a lane is the lane's from now on, even once its thread has decided it (it comes
         # back through ``finished``): reading its stage here raced the lane and settled it twice.
         return self._dispose_all([d for d in batch if d not in lane_owns])
+
+    def _decide_here(self, items: list[Disposal]) -> list[Action]:
+        """The pipeline's verdicts on this thread; if it fails past its own per-request guards (a bug), the
+        batch is reconsumed as an internal error, not left in hand unacked (found from outside)."""
+        tries = [dispose.attempts(d.message) for d in items]
+        try:
+            return self.pipeline.run([d.admitted for d in items], tries, self.policy,
+                                     [dispose.grace_since(d.message) for d in items])
+        except Exception as e:  # noqa: BLE001 - the batch is settled either way
+            _log.exception("deciding a batch of %d failed", len(items))
+            return [decision.retry_later(f"{type(e).__name__}: {e}", t, self.policy, kind=decision.Kind.INTERNAL_ERROR)
+                    for t in tries]
 
     def _admit(self, d: Disposal) -> bool:
         """Decode a message not decoded yet and check it may be acted on here; True if that decided it
