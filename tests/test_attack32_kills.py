@@ -66,20 +66,6 @@ def test_sigterm_while_the_child_is_starting_ends_both_in_time(world: AttackWorl
     wait_until(lambda: gone(child), 10, "the delete process gone")
 
 
-def test_sigterm_while_the_child_holds_a_slow_batch_ends_the_daemon_within_its_bound(world: AttackWorld) -> None:
-    """The child's batch is slow (a failpoint holds it 40 s: a ZooKeeper that answers slowly): SIGTERM must
-    still end the daemon within 20 s, and the batch come back to the next daemon."""
-    [daemon] = world.add_replicas(1)
-    child = started(world, daemon, "delete.before-storage=sleep:40@1")
-    world.enqueue(world.orphans(20))
-    wait_until(lambda: HELD in log(world, daemon), 30, "a batch in the child")
-    seconds, code = sigterm_seconds(daemon)
-    assert seconds <= 20, (seconds, code, log(world, daemon)[-3000:])
-    wait_until(lambda: gone(child), 10, "the delete process gone")
-    daemon.start().wait_ready()
-    _deleted_once(world)
-
-
 def test_a_child_killed_each_time_it_starts_costs_nothing_but_time(world: AttackWorld) -> None:
     """Five children SIGKILLed in a row (at once after they appear, before or during their start): the
     daemon keeps its requests, and a sixth child deletes them all once."""

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import signal
 
-import pytest
-
 from tests.harness import wait_until
 from tests.test_attack32_support import (
     AttackWorld,
@@ -45,8 +43,6 @@ def test_sigterm_with_the_delete_process_stopped_ends_the_daemon_in_time_and_lea
     assert all(n == 1 for n in world.deletions().values()), world.deletions()
 
 
-@pytest.mark.xfail(strict=True, reason="attack32 finding 1: a stopped delete process outlives its SIGKILLed "
-                                       "daemon (until someone SIGCONTs it)")
 def test_sigkill_of_the_daemon_with_the_delete_process_stopped_leaves_no_child(world: AttackWorld) -> None:
     """The daemon dies (OOM, SIGKILL) while its child is stopped: the child must go with it, not linger
     stopped, holding its ZooKeeper connection and its batch, until something continues it."""
