@@ -37,9 +37,6 @@ def _poisoned_znode(world: AttackWorld, ledger_id: int) -> None:
     world.store.put(ledger_path(world.writer.root, ledger_id, world.writer.layout), bytes(data), ABSENT)
 
 
-@pytest.mark.xfail(strict=True, reason="attack32 finding 3: a BookKeeper custom-metadata key that is not UTF-8 "
-                                       "raises in Evidence.of: the delete process dies and its whole batch is "
-                                       "reconsumed (off: the batch is stranded unacked)")
 @pytest.mark.parametrize("mode", ["on", "off"])
 def test_one_poisoned_znode_does_not_fail_its_batch(world: AttackWorld, mode: str) -> None:
     """``on``: the child decides the batch; ``off``: the daemon's own thread does (the same pipeline)."""
