@@ -187,7 +187,7 @@ def _python_children(pid: int) -> list[int]:
     out = []
     for child in map(int, children):
         try:
-            if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+            if b"ledger-deletion-delete-process" in Path(f"/proc/{child}/cmdline").read_bytes():
                 out.append(child)
         except OSError:
             continue

@@ -200,10 +200,10 @@ class LedgerDeletionService:
         return Breakers([Breaker(name, lambda s=store: s.get("/")) for name, store in stores])
 
     def close(self) -> None:
+        if self.worker is not None and self.worker.bookkeeper_lane is not None:
+            self.worker.bookkeeper_lane.stop(2.0)  # first: its process ends within the daemon's close bound
         if self.worker is not None and self.worker.offload_lane is not None:
             self.worker.offload_lane.stop(2.0)  # what it holds is unacked: back to the subscription below
-        if self.worker is not None and self.worker.bookkeeper_lane is not None:
-            self.worker.bookkeeper_lane.stop(2.0)  # the same; its process ends
         for consumer in self._consumers:
             consumer.close()
         self._consumers = []

@@ -173,22 +173,22 @@ def _stop_the_child_as_it_spawns(daemon: Replica, marker: str) -> int:
     raise AssertionError(f"no child {marker} spawned")
 
 
-LEFT_STOPPED = pytest.mark.xfail(strict=True, reason="attack32 finding 4: a child stopped as it spawns (before it "
-                                                     "asks to die with the daemon) outlives the daemon")
+MARKER = "ledger-deletion-delete-process"
 
 
-@pytest.mark.parametrize(("sig", "marker"), [
-    pytest.param(signal.SIGTERM, "spawn_main", marks=pytest.mark.xfail(
-        strict=True, reason="attack32 finding 5: the daemon's start waits for its delete process with no bound and "
-                            "no ear for SIGTERM: one stopped as it spawns makes the daemon unstoppable")),
-    pytest.param(signal.SIGTERM, "resource_tracker", marks=LEFT_STOPPED),
-    pytest.param(signal.SIGKILL, "spawn_main", marks=LEFT_STOPPED),
-    pytest.param(signal.SIGKILL, "resource_tracker", marks=LEFT_STOPPED),
+@pytest.mark.parametrize("sig", [
+    signal.SIGTERM,
+    pytest.param(signal.SIGKILL, marks=pytest.mark.xfail(
+        strict=True, reason="attack32 finding 4, left open: a delete process stopped in the ~15 ms before its "
+                            "interpreter runs its first line (which asks to die with the daemon) outlives a "
+                            "SIGKILLed daemon, stopped, until continued (then it exits at once); only arming it "
+                            "before exec would close that, and a fork of the threaded daemon may not run Python")),
 ])
-def test_a_child_stopped_as_it_spawns_goes_with_its_daemon(world: AttackWorld, sig: int, marker: str) -> None:
-    """The delete process, or multiprocessing's resource tracker the daemon starts before it, is stopped
-    before it has run a line of ours (an operator's SIGSTOP, a cgroup freezer): the daemon must still stop
-    within its bound, and take it along."""
+def test_a_child_stopped_as_it_spawns_goes_with_its_daemon(world: AttackWorld, sig: int) -> None:
+    """The delete process is stopped before it has run a line of ours (an operator's SIGSTOP, a cgroup
+    freezer): the daemon must still stop within its bound, and take it along.  (Multiprocessing's resource
+    tracker, a second child once, is gone: the daemon starts its delete process itself.)"""
+    marker = MARKER
     [daemon] = world.add_replicas(1)
     daemon.start()
     child = _stop_the_child_as_it_spawns(daemon, marker)

@@ -74,7 +74,7 @@ def children_of(pid: int) -> list[int]:
 
 
 def delete_process(replica: Replica) -> int | None:
-    """The daemon's delete process: its one Python child started by multiprocessing's spawn."""
+    """The daemon's delete process: its one Python child (its command line carries the marker)."""
     found = [pid for pid in all_children(replica) if _spawned(pid)]
     assert len(found) <= 1, found
     return found[0] if found else None
@@ -82,7 +82,7 @@ def delete_process(replica: Replica) -> int | None:
 
 def _spawned(pid: int) -> bool:
     try:
-        return b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        return b"ledger-deletion-delete-process" in Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
 

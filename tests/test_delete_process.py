@@ -67,7 +67,7 @@ def _delete_process(replica: Replica) -> int | None:
 
 def _is_delete_process(pid: int) -> bool:
     try:
-        return b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        return b"ledger-deletion-delete-process" in Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
 

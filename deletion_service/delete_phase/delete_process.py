@@ -20,13 +20,15 @@ it kills the daemon too (:func:`deletion_service.failpoints.kill_with`): the soa
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import gc
 import logging
 import multiprocessing
 import os
 import signal
+import subprocess
+import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,7 +50,6 @@ _log = logging.getLogger(__name__)
 
 #: How long the process may take to open its stores and say it is ready.
 READY_TIMEOUT_S = 60.0
-_PR_SET_PDEATHSIG = 1
 
 
 class DeleteProcessDied(RuntimeError):
@@ -91,12 +92,15 @@ class DeleteProcess:
     def __init__(self, spec: DeleteProcessSpec, counter: Any) -> None:
         """``counter``: where the child's delete counts go (``DeletionMetrics.count_deletes``)."""
         self.counter = counter
-        ctx = multiprocessing.get_context("spawn")  # never fork a process with the client's threads
-        self._conn, child_conn = ctx.Pipe()
-        self._process = ctx.Process(target=_child_main, args=(child_conn, spec, os.getpid()),
-                                    name="ledger-deletion-delete-process", daemon=True)
-        self._process.start()
+        self._conn, child_conn = multiprocessing.Pipe()
+        fd = child_conn.fileno()
+        # Never fork a process with the client's threads: a fresh interpreter, which asks to die with the
+        # daemon before it imports anything (found from outside: one SIGSTOPped during its imports
+        # outlived a SIGKILLed daemon), then says so; no helper process of multiprocessing's either.
+        self._process = subprocess.Popen([sys.executable, "-c", _BOOTSTRAP, str(fd), str(os.getpid())],
+                                         pass_fds=[fd], stdin=subprocess.DEVNULL)
         child_conn.close()
+        self._conn.send(spec)
         self._ready = False
         self._ready_lock = threading.Lock()
 
@@ -104,18 +108,27 @@ class DeleteProcess:
     def pid(self) -> int | None:
         return self._process.pid
 
-    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
-        """The child opened its stores (raises :class:`DeleteProcessDied` with its reason otherwise).
-        The daemon's start and the lane's first batch may both ask: one reads the answer."""
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S, stop: threading.Event | None = None) -> bool:
+        """Until the child has opened its stores (raises :class:`DeleteProcessDied` with its reason if it
+        cannot); False if ``stop`` was set first (a SIGTERM while starting).  The daemon's start and the
+        lane's first batch may both ask: one reads the answer."""
+        deadline = time.monotonic() + timeout_s
         with self._ready_lock:
-            if self._ready:
-                return
-            if not self._conn.poll(timeout_s):
-                raise DeleteProcessDied(f"the delete process did not start within {timeout_s:.0f} s")
-            answer = self._recv()
-            if answer != "ready":
-                raise DeleteProcessDied(f"the delete process could not start: {answer}")
-            self._ready = True
+            while not self._ready:
+                if stop is not None and stop.is_set():
+                    return False
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise DeleteProcessDied(f"the delete process did not start within {timeout_s:.0f} s")
+                if not self._conn.poll(min(left, 0.2)):
+                    continue
+                answer = self._recv()
+                if answer == "armed":  # it dies with the daemon from now on; its stores come next
+                    continue
+                if answer != "ready":
+                    raise DeleteProcessDied(f"the delete process could not start: {answer}")
+                self._ready = True
+            return True
 
     def run(self, requests: Sequence[PendingDeleteLedgerInfo], attempts: Sequence[int], policy: Policy,
             grace_since: Sequence[int | None] | None = None) -> list[Action]:
@@ -138,8 +151,10 @@ class DeleteProcess:
             raise DeleteProcessDied(self._why_dead(e)) from e
 
     def _why_dead(self, e: BaseException) -> str:
-        self._process.join(1.0)
-        code = self._process.exitcode
+        try:
+            code = self._process.wait(1.0)
+        except subprocess.TimeoutExpired:
+            code = None
         how = (f"killed by signal {-code}" if code is not None and code < 0
                else f"exit code {code}" if code is not None else f"{type(e).__name__}")
         return f"the delete process died ({how})"
@@ -148,17 +163,40 @@ class DeleteProcess:
         """Ask the child to exit after the batch it holds; killed (by its PID) if it does not."""
         with contextlib.suppress(OSError, EOFError, ValueError):
             self._conn.send(None)
-        self._process.join(wait_s)
-        if self._process.is_alive():
+        try:
+            self._process.wait(wait_s)
+        except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(self._process.pid or 0, signal.SIGKILL)
-            self._process.join(2.0)
+                os.kill(self._process.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._process.wait(2.0)
         self._conn.close()
+
+
+#: In the delete process's command line, so people and tests can tell it from other Python processes.
+MARKER = "ledger-deletion-delete-process"
+#: The child's first lines: ask the kernel to SIGKILL it when the daemon dies, before any import that takes
+#: time, and give up at once if the daemon is gone already; then the real work (``child_main``).
+_BOOTSTRAP = (
+    f"# {MARKER}\n"  # first, where ``ps`` and /proc/PID/cmdline readers look
+    "import ctypes, os, signal, sys\n"
+    "ctypes.CDLL(None).prctl(1, signal.SIGKILL)\n"
+    "os.getppid() == int(sys.argv[2]) or os._exit(1)\n"
+    "from deletion_service.delete_phase.delete_process import child_main\n"
+    "child_main(int(sys.argv[1]), int(sys.argv[2]))\n"
+)
+
+
+def child_main(fd: int, parent_pid: int) -> None:
+    """The delete process, armed already (see :data:`_BOOTSTRAP`): it says so, then reads its spec."""
+    conn = Connection(fd)
+    conn.send("armed")
+    spec = conn.recv()
+    _child_main(conn, spec, parent_pid)
 
 
 def _child_main(conn: Connection, spec: DeleteProcessSpec, parent_pid: int) -> None:
     """The child: build the pipeline, then answer batches until the pipe closes or says stop."""
-    _die_with(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the daemon decides when to stop
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     logs.configure(spec.log_level, spec.log_format)
@@ -203,12 +241,3 @@ def _next_batch(conn: Connection, parent_pid: int) -> Any:
         return conn.recv()
     except (OSError, EOFError):
         return None
-
-
-def _die_with(parent_pid: int) -> None:
-    """SIGKILLed when the daemon dies (Linux), so a killed daemon never leaves a deleter behind."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent_pid:  # it died before the line above
-        os._exit(1)

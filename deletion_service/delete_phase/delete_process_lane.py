@@ -105,10 +105,10 @@ class DeleteProcessLane:
             if not self._outbox:
                 self._cond.wait(timeout_s)
 
-    def wait_ready(self, timeout_s: float) -> None:
-        """Until the delete process has opened its stores (raises ``DeleteProcessDied`` with why not)."""
-        if self._process is not None:
-            self._process.wait_ready(timeout_s)
+    def wait_ready(self, timeout_s: float, stop: threading.Event | None = None) -> bool:
+        """Until the delete process has opened its stores (raises ``DeleteProcessDied`` with why not);
+        False if ``stop`` was set first."""
+        return self._process.wait_ready(timeout_s, stop) if self._process is not None else True
 
     def down(self) -> str | None:
         """For ``/readyz``: the delete process is not running (and why), or has held a batch too long."""
@@ -135,13 +135,18 @@ class DeleteProcessLane:
             return len(self._working.items) if self._working is not None else 0
 
     def stop(self, wait_s: float) -> None:
+        """End the delete process first (a second to exit, then SIGKILL: it answers at once unless it is
+        stopped or hung, and a batch it was deciding is left unacked), then this lane's thread.  Found
+        from outside: the process was asked last, after the daemon's own close bound, and one stopped as
+        it started outlived a daemon that exited cleanly."""
         self._stop.set()
         with self._cond:
             self._quiescing = True
             self._cond.notify_all()
+        process = self._process
+        if process is not None:
+            process.close(min(1.0, wait_s))
         self._thread.join(wait_s)
-        if self._process is not None:
-            self._process.close()
 
     # ---- the lane's thread
 
@@ -176,6 +181,8 @@ class DeleteProcessLane:
             d.decide(action)
 
     def _ready_process(self) -> DeleteProcess:
+        if self._stop.is_set():
+            raise DeleteProcessDied("the daemon is stopping")
         if self._process is None:
             self._process = self._start_process()
         self._process.wait_ready()
@@ -184,6 +191,8 @@ class DeleteProcessLane:
 
     def _lost(self, why: str) -> None:
         """The process died or could not start: say so once, and start a new one for the next batch."""
+        if self._stop.is_set():
+            return  # ended by :meth:`stop`: its batch stays unacked, nothing more starts
         _log.error("%s: its batch is reconsumed and verified again; starting a new delete process", why)
         self._down = why
         if self._process is not None:

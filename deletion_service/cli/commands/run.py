@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import logging
 import signal
+import threading
 from collections.abc import Callable
 from enum import StrEnum
 from typing import Annotated
@@ -18,7 +19,7 @@ from deletion_service.cli.admin_wiring import start_admin
 from deletion_service.cli.command_environment import open_environment
 from deletion_service.config import DeletionConfig
 from deletion_service.daemon import Daemon
-from deletion_service.delete_phase.delete_process import READY_TIMEOUT_S, DeleteProcessDied, DeleteProcessSpec
+from deletion_service.delete_phase.delete_process import DeleteProcessDied, DeleteProcessSpec
 from deletion_service.delete_phase.delete_process_choice import use_delete_process
 from deletion_service.embedded.supervisor import BrokerSupervisor
 from deletion_service.errors import UsageError, UserError
@@ -29,6 +30,9 @@ from metastore.interface import MetadataStore
 from offloaders.registry import OffloaderSettings
 
 _log = logging.getLogger("ledger_deletion.run")
+
+#: How long the daemon's start waits for its delete process (importing, then connecting to the stores).
+START_WAIT_S = 30.0
 
 
 class LogFormat(StrEnum):
@@ -93,7 +97,7 @@ def register(app: typer.Typer) -> None:
                         for sig in (signal.SIGTERM, signal.SIGINT)}
             try:
                 daemon.start()
-                _wait_for_delete_process(service)
+                _wait_for_delete_process(service, daemon.stop_event)
                 # What start-up built lives as long as the daemon: out of the collector's sight, a full
                 # collection no longer walks it (~20% of the delete phase's CPU per request, measured)
                 gc.collect()
@@ -141,15 +145,15 @@ def _delete_process(opts: options.CommonOptions, cfg: DeletionConfig, offload: O
                              level, log_format)
 
 
-def _wait_for_delete_process(service: LedgerDeletionService) -> None:
-    """Until the delete process runs (it has made itself die with the daemon, and opened its stores): the
-    start line names it only then.  Found from outside: one SIGSTOPped while still starting, before it
-    could ask to die with the daemon, outlived a SIGKILLed daemon."""
+def _wait_for_delete_process(service: LedgerDeletionService, stop: threading.Event) -> None:
+    """Until the delete process runs (it dies with the daemon, and has opened its stores): the start line
+    names it only then; a SIGTERM meanwhile ends the wait (found from outside: with the process stopped
+    as it started, the wait outlasted the stop bound)."""
     lane = service.worker.bookkeeper_lane if service.worker is not None else None
     if lane is None:
         return
     try:
-        lane.wait_ready(READY_TIMEOUT_S)
+        lane.wait_ready(START_WAIT_S, stop)
     except DeleteProcessDied as e:
         raise UserError(f"{e}; the daemon runs without one with ledgerDeletionDeleteProcess = off") from e
 
