@@ -108,6 +108,11 @@ class DeleteProcess:
     def pid(self) -> int | None:
         return self._process.pid
 
+    @property
+    def ready(self) -> bool:
+        """It has said it opened its stores (:meth:`wait_ready` read that)."""
+        return self._ready
+
     def wait_ready(self, timeout_s: float = READY_TIMEOUT_S, stop: threading.Event | None = None) -> bool:
         """Until the child has opened its stores (raises :class:`DeleteProcessDied` with its reason if it
         cannot); False if ``stop`` was set first (a SIGTERM while starting).  The daemon's start and the

@@ -114,6 +114,9 @@ class DeleteProcessLane:
         """For ``/readyz``: the delete process is not running (and why), or has held a batch too long."""
         if self._down is not None:
             return self._down
+        process = self._process
+        if process is not None and not process.ready:  # ready: nothing could be deleted before it is
+            return f"the delete process (pid {process.pid}) is starting"
         with self._cond:
             working, since = self._working, self._working_since
         held_s = time.monotonic() - since
