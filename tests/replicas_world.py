@@ -40,7 +40,9 @@ class Replica:
     proc: subprocess.Popen | None = None
     port: int = 0
 
-    def start(self, failpoint: str | None = None) -> Replica:
+    def start(self, failpoint: str | None = None, own_group: bool = False) -> Replica:
+        """``own_group``: the daemon leads a process group of its own, as a shell's foreground job or a
+        systemd unit's processes (a signal to the group reaches its children too)."""
         self.port = free_port()
         env = dict(self.env)
         env.pop(FAILPOINTS_ENV, None)
@@ -48,7 +50,8 @@ class Replica:
             env[FAILPOINTS_ENV] = failpoint
         log = open(self.data_dir.parent / f"{self.name}.log", "ab")  # noqa: SIM115 - the child's for its life
         self.proc = subprocess.Popen([*self.argv, "run", "--admin-address", f"127.0.0.1:{self.port}"],
-                                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+                                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                     start_new_session=own_group)
         log.close()
         return self
 

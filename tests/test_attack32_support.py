@@ -18,9 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from deletion_service.failpoints import ENV as FAILPOINTS_ENV
 from deletion_service.inflight import parse_backlog_metrics
-from tests.harness import PulsarLiteBroker, free_port, wait_until
+from tests.harness import PulsarLiteBroker, wait_until
 from tests.replicas_world import Replica, ReplicaWorld
 
 #: What the daemon's log says once its delete process runs (its start line names the child's pid).
@@ -159,19 +158,8 @@ def cut_zookeeper(pid: int, port: int) -> int:
 
 
 def start_in_own_group(replica: Replica, failpoint: str | None = None) -> Replica:
-    """``replica.start``, but the daemon leads a process group of its own, as a shell's foreground job or a
-    systemd unit's processes: a signal to the group (Ctrl-C, ``KillMode=control-group``) reaches its child too."""
-    replica.port = free_port()
-    env = dict(replica.env)
-    env.pop(FAILPOINTS_ENV, None)
-    if failpoint:
-        env[FAILPOINTS_ENV] = failpoint
-    out = open(replica.data_dir.parent / f"{replica.name}.log", "ab")  # noqa: SIM115 - the child's for its life
-    replica.proc = subprocess.Popen([*replica.argv, "run", "--admin-address", f"127.0.0.1:{replica.port}"],
-                                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                    start_new_session=True)
-    out.close()
-    return replica
+    """``replica.start`` with the daemon leading a process group of its own (Ctrl-C, ``KillMode=control-group``)."""
+    return replica.start(failpoint, own_group=True)
 
 
 def signal_group(replica: Replica, sig: int) -> float:

@@ -19,6 +19,7 @@ from deletion_service.delete_phase.delete_process_choice import usable_cpus, use
 from deletion_service.errors import UsageError
 from tests.harness import PulsarLiteBroker, wait_until
 from tests.replicas_world import Replica, ReplicaWorld
+from tests.test_attack32_support import delete_process, gone
 
 KILLED = -signal.SIGKILL
 
@@ -45,39 +46,10 @@ def _started(world: ReplicaWorld, replica: Replica, failpoint: str | None = None
     """Start ``replica`` and wait for its start line (the admin API answers before it); its delete process's PID."""
     replica.start(failpoint).wait_ready()
     wait_until(lambda: "BookKeeper requests decided in" in _log(world, replica), 30, "the start line")
-    child = _delete_process(replica)
+    child = delete_process(replica)
     assert child is not None, _log(world, replica)[-2000:]
     assert f"decided in the delete process (pid {child})" in _log(world, replica)
     return child
-
-
-def _delete_process(replica: Replica) -> int | None:
-    """The daemon's delete process: its one Python child (the spawn helper's command line)."""
-    assert replica.proc is not None
-    children = []  # a restarted one is the child of the lane's thread, listed under that task
-    for task in Path(f"/proc/{replica.proc.pid}/task").glob("*"):
-        try:
-            children += (task / "children").read_text().split()
-        except OSError:
-            continue
-    found = [int(c) for c in children if _is_delete_process(int(c)) and not _gone(int(c))]
-    assert len(found) <= 1, found
-    return found[0] if found else None
-
-
-def _is_delete_process(pid: int) -> bool:
-    try:
-        return b"ledger-deletion-delete-process" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-
-
-def _gone(pid: int) -> bool:
-    """Exited: no such process, or a zombie nobody reaped yet (it runs nothing)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
 
 
 def _deleted_once(world: ReplicaWorld) -> None:
@@ -93,7 +65,7 @@ def test_the_daemon_decides_in_its_delete_process_which_dies_with_it(world: Repl
     world.enqueue(world.orphans(300))
     _deleted_once(world)
     assert daemon.stop(signal.SIGKILL) == KILLED
-    wait_until(lambda: _gone(child), 10, "the delete process gone with its daemon")
+    wait_until(lambda: gone(child), 10, "the delete process gone with its daemon")
 
 
 def test_a_delete_process_killed_alone_costs_its_batch_one_reconsume(world: ReplicaWorld) -> None:
@@ -108,7 +80,7 @@ def test_a_delete_process_killed_alone_costs_its_batch_one_reconsume(world: Repl
     _deleted_once(world)
     log = _log(world, daemon)
     assert "the delete process died (killed by signal 9)" in log, log[-3000:]
-    second = _delete_process(daemon)
+    second = delete_process(daemon)
     assert second is not None and second != first
     assert daemon.running()
     reconsumed = [r for r in daemon.audit() if r["outcome"] == "reconsumed"]
@@ -116,7 +88,7 @@ def test_a_delete_process_killed_alone_costs_its_batch_one_reconsume(world: Repl
     assert 1 <= len(reconsumed) <= 50, [r["reason"] for r in reconsumed][:3]
     assert all("the delete process died" in r["reason"] for r in reconsumed)
     assert daemon.stop() == 0
-    wait_until(lambda: _gone(second), 10, "the new delete process stopped with its daemon")
+    wait_until(lambda: gone(second), 10, "the new delete process stopped with its daemon")
 
 
 def test_a_failpoint_kill_in_the_delete_process_kills_the_daemon(world: ReplicaWorld) -> None:
@@ -125,7 +97,7 @@ def test_a_failpoint_kill_in_the_delete_process_kills_the_daemon(world: ReplicaW
     child = _started(world, daemon, "delete.before-storage=kill@1")
     world.enqueue(world.orphans(40))
     assert daemon.proc is not None and daemon.proc.wait(60) == KILLED
-    wait_until(lambda: _gone(child), 10, "the delete process gone too")
+    wait_until(lambda: gone(child), 10, "the delete process gone too")
     assert sorted(world.left()) == world.ledgers  # killed before any delete
     daemon.start().wait_ready()
     _deleted_once(world)
