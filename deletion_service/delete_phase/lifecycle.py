@@ -15,7 +15,7 @@ The path every message takes::
         │                  └──leave unacked──▶ LEFT_UNACKED          (dry run: a real run gets it)
         ├──hold until due──▶ NOT_YET_DUE ──fall due──▶ RECEIVED
         │                        └──hand back──▶ HANDED_BACK          (held set full: back to RETRY)
-        ├──send to lane──▶ IN_OFFLOAD_LANE ──decide──▶ DECIDED
+        ├──send to lane──▶ IN_LANE ────────decide──▶ DECIDED
         └──ack again──▶ ACKED / leave unacked──▶ LEFT_UNACKED         (settled here already)
 
 A publish, record or ack the broker refuses is ``FAIL``: the message keeps its
@@ -45,7 +45,7 @@ MAX_BACKOFF_S = 30.0
 class Stage(StrEnum):
     RECEIVED = "received"  # taken from a consumer, nothing decided
     NOT_YET_DUE = "not-yet-due"  # a RETRY message held in memory until its delay has passed
-    IN_OFFLOAD_LANE = "in-offload-lane"  # an offload request verified on the lane's own threads
+    IN_LANE = "in-lane"  # decided elsewhere: the offload lane's threads, or the delete process
     DECIDED = "decided"  # its action is known; nothing published, recorded or acked yet
     PAUSED = "paused"  # its verification met a dependency outage: kept in hand, unacked, until it ends
     COPY_PUBLISHED = "copy-published"  # its RETRY or DLQ copy is receipted
@@ -92,11 +92,11 @@ TRANSITIONS: dict[tuple[Stage, Event], Stage] = {
     (Stage.RECEIVED, Event.HOLD_UNTIL_DUE): Stage.NOT_YET_DUE,
     (Stage.RECEIVED, Event.ACK_AGAIN): Stage.ACKED,
     (Stage.RECEIVED, Event.LEAVE_UNACKED): Stage.LEFT_UNACKED,
-    (Stage.RECEIVED, Event.SEND_TO_LANE): Stage.IN_OFFLOAD_LANE,
+    (Stage.RECEIVED, Event.SEND_TO_LANE): Stage.IN_LANE,
     (Stage.RECEIVED, Event.DECIDE): Stage.DECIDED,
     (Stage.NOT_YET_DUE, Event.FALL_DUE): Stage.RECEIVED,
     (Stage.NOT_YET_DUE, Event.HAND_BACK): Stage.HANDED_BACK,
-    (Stage.IN_OFFLOAD_LANE, Event.DECIDE): Stage.DECIDED,
+    (Stage.IN_LANE, Event.DECIDE): Stage.DECIDED,
     (Stage.DECIDED, Event.PAUSE): Stage.PAUSED,
     (Stage.DECIDED, Event.REDECIDE): Stage.DECIDED,
     (Stage.DECIDED, Event.PUBLISH_COPY): Stage.COPY_PUBLISHED,
@@ -129,7 +129,7 @@ def next_step(stage: Stage, verdict: Verdict | None) -> Step:
             return Step.RECORD
         case Stage.RECORDED:
             return Step.ACK
-        case (Stage.RECEIVED | Stage.NOT_YET_DUE | Stage.IN_OFFLOAD_LANE | Stage.PAUSED | Stage.ACKED
+        case (Stage.RECEIVED | Stage.NOT_YET_DUE | Stage.IN_LANE | Stage.PAUSED | Stage.ACKED
               | Stage.HANDED_BACK | Stage.LEFT_UNACKED):
             return Step.NOTHING
         case _:
