@@ -98,7 +98,7 @@ class DeleteProcess:
         # daemon before it imports anything (found from outside: one SIGSTOPped during its imports
         # outlived a SIGKILLed daemon), then says so; no helper process of multiprocessing's either.
         self._process = subprocess.Popen([sys.executable, "-c", _BOOTSTRAP, str(fd), str(os.getpid())],
-                                         pass_fds=[fd], stdin=subprocess.DEVNULL)
+                                         pass_fds=[fd], stdin=subprocess.DEVNULL, env=_child_env())
         child_conn.close()
         self._conn.send(spec)
         self._ready = False
@@ -190,6 +190,14 @@ _BOOTSTRAP = (
     "from deletion_service.delete_phase.delete_process import child_main\n"
     "child_main(int(sys.argv[1]), int(sys.argv[2]))\n"
 )
+
+
+def _child_env() -> dict[str, str]:
+    """The daemon's environment, with this package's own root first on the path: the child imports the
+    code its daemon runs, wherever the daemon was started from (a checkout, an image, a virtualenv)."""
+    root = str(Path(__file__).resolve().parents[2])
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
 
 
 def child_main(fd: int, parent_pid: int) -> None:
