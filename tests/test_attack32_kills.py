@@ -120,7 +120,7 @@ def test_the_childs_zookeeper_connections_cut_over_and_over_lose_nothing(world: 
 
 
 def test_a_child_killed_with_the_next_batch_queued_loses_neither_batch(world: AttackWorld,
-                                                                      pulsar_broker: PulsarLiteBroker) -> None:
+                                                                      module_pulsar_lite: PulsarLiteBroker) -> None:
     """Batches of 10: the child holds one (failpoint), the next waits queued for it; SIGKILL the child.  Both
     batches must come back (reconsumed or decided by the new child), none stranded unacked in the daemon."""
     world.config.write_text(world.config.read_text() + "twoPhaseDeletionBatchSize = 10\n")
@@ -131,7 +131,7 @@ def test_a_child_killed_with_the_next_batch_queued_loses_neither_batch(world: At
     time.sleep(0.5)  # let the daemon queue the next batches behind the held one: no event says it has
     os.kill(child, signal.SIGKILL)
     _deleted_once(world, 60)
-    wait_acked(world, pulsar_broker)
+    wait_acked(world, module_pulsar_lite)
     assert daemon.running()
 
 

@@ -42,10 +42,10 @@ class AttackWorld(ReplicaWorld):
 
 
 @pytest.fixture
-def world(tmp_path: Path, zk_url: str, pulsar_broker: PulsarLiteBroker) -> Iterator[AttackWorld]:
+def world(tmp_path: Path, zk_url: str, module_pulsar_lite: PulsarLiteBroker) -> Iterator[AttackWorld]:
     """A fresh chroot and topic on the session's servers; its replicas SIGKILLed at the end, then any
     delete process they left behind (so a leak one test finds does not outlive it)."""
-    w = AttackWorld(tmp_path, zk_url, pulsar_broker.service_url)
+    w = AttackWorld(tmp_path, zk_url, module_pulsar_lite.service_url)
     yield w
     w.close()
 

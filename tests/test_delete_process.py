@@ -24,11 +24,10 @@ from tests.test_attack32_support import delete_process, gone
 KILLED = -signal.SIGKILL
 
 
-@pytest.fixture(scope="module")
-def lite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PulsarLiteBroker]:
-    broker = PulsarLiteBroker(tmp_path_factory.mktemp("delete-process-broker")).start()
-    yield broker
-    broker.stop()
+@pytest.fixture
+def lite(module_pulsar_lite: PulsarLiteBroker) -> PulsarLiteBroker:
+    """This module's own pulsar-lite (conftest): daemons here are SIGKILLed, some restart it."""
+    return module_pulsar_lite
 
 
 @pytest.fixture

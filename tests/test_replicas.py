@@ -18,12 +18,10 @@ from tests.replicas_world import ReplicaWorld
 KILLED = -signal.SIGKILL
 
 
-@pytest.fixture(scope="module")
-def lite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PulsarLiteBroker]:
-    """A bare pulsar-lite process, as an operator would run one: no partitioned-topic metadata."""
-    broker = PulsarLiteBroker(tmp_path_factory.mktemp("replicas-broker")).start()
-    yield broker
-    broker.stop()
+@pytest.fixture
+def lite(module_pulsar_lite: PulsarLiteBroker) -> PulsarLiteBroker:
+    """This module's own pulsar-lite (conftest): daemons here are SIGKILLed, some restart it."""
+    return module_pulsar_lite
 
 
 @pytest.fixture(params=["cluster", "namespace"])
