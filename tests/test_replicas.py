@@ -68,6 +68,10 @@ def test_a_replica_killed_holding_requests_leaves_them_to_the_others(world: Repl
     assert first.proc is not None and first.proc.wait(60) == KILLED
     for replica in others:
         replica.wait_ready()
+    try:  # with a delete process, the batch after the first may be held unacked too, not yet deleted
+        world.wait_drained(45)
+    except RuntimeError:
+        _restart_after_a_reset(lite, "not drained")
     _each_deleted_once(world)
 
     def finished() -> set[int]:
@@ -77,12 +81,17 @@ def test_a_replica_killed_holding_requests_leaves_them_to_the_others(world: Repl
     try:
         wait_until(lambda: finished() == set(world.ledgers), 30, "the others finished", interval=0.5)
     except RuntimeError:
-        assert "Connection reset by peer" in lite.log_tail(2000), "not finished, and no reset to explain it"
-        lite.stop()
-        lite.start()
+        _restart_after_a_reset(lite, "not finished")
         wait_until(lambda: finished() == set(world.ledgers), 90, "the others finished after the broker restarted",
                    interval=0.5)
     assert [r.stop() for r in others] == [0, 0]
+
+
+def _restart_after_a_reset(lite: PulsarLiteBroker, what: str) -> None:
+    """The README's remedy for pulsar-lite's consumers of a reset connection, only when a reset explains ``what``."""
+    assert "Connection reset by peer" in lite.log_tail(2000), f"{what}, and no reset to explain it"
+    lite.stop()
+    lite.start()
 
 
 def test_a_rolling_restart_loses_nothing(world: ReplicaWorld) -> None:
