@@ -11,7 +11,9 @@ one before, so the two halves overlap.
 What does not change: the same :class:`~.pipeline.DeletePipeline` decides, from facts it reads
 itself, with the same table; the daemon's one thread still owns every disposition (nothing
 here publishes, records or acks).  One batch at a time, in order, so a ledger named twice in
-two batches is verified the second time after the first time's delete.  This process dies with
+two batches is verified the second time after the first time's delete; and a batch's deletes wait
+until the daemon has recorded the batch before (:data:`RECORDS_FIRST`), so a daemon killed mid-run
+leaves no more deleted-but-unrecorded than without this process.  This process dies with
 the daemon (``PR_SET_PDEATHSIG``, and it exits when its pipe closes), and a failpoint that kills
 it kills the daemon too (:func:`deletion_service.failpoints.kill_with`): the soak's kills mean
 "the daemon dies here", as before the split.
@@ -30,7 +32,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -50,6 +52,14 @@ _log = logging.getLogger(__name__)
 
 #: How long the process may take to open its stores and say it is ready.
 READY_TIMEOUT_S = 60.0
+
+
+#: The child's question once a batch is decided and it has deletes to do, and the daemon's answer.  Its
+#: deletes wait until the daemon has recorded the batch before: a daemon killed while it disposes of one
+#: batch leaves at most that batch's deletes unrecorded (their requests, redelivered, are recorded
+#: ``absent``), as without the delete process; gathering and deciding still overlap with the disposal.
+RECORDS_FIRST = "deletes next"
+DELETE_NOW = "delete"
 
 
 class DeleteProcessDied(RuntimeError):
@@ -136,18 +146,30 @@ class DeleteProcess:
             return True
 
     def run(self, requests: Sequence[PendingDeleteLedgerInfo], attempts: Sequence[int], policy: Policy,
-            grace_since: Sequence[int | None] | None = None) -> list[Action]:
+            grace_since: Sequence[int | None] | None = None,
+            before_deletes: Callable[[], None] | None = None) -> list[Action]:
+        """The pipeline's ``run`` in the child; ``before_deletes`` returns once the child may delete (the
+        batch before is recorded), or raises :class:`DeleteProcessDied` to leave this batch undeleted."""
         self.wait_ready()
-        try:
-            self._conn.send((list(requests), list(attempts), policy, list(grace_since or [None] * len(requests))))
-        except (OSError, EOFError) as e:
-            raise DeleteProcessDied(self._why_dead(e)) from e
-        actions, counted = self._recv()
+        self._send((list(requests), list(attempts), policy, list(grace_since or [None] * len(requests))))
+        answer = self._recv()
+        if answer == RECORDS_FIRST:
+            if before_deletes is not None:
+                before_deletes()
+            self._send(DELETE_NOW)
+            answer = self._recv()
+        actions, counted = answer
         if counted:
             self.counter(counted)
         if isinstance(actions, str):
             raise DeleteBatchFailed(f"the delete process could not decide this batch ({actions})")
         return actions
+
+    def _send(self, message: object) -> None:
+        try:
+            self._conn.send(message)
+        except (OSError, EOFError) as e:
+            raise DeleteProcessDied(self._why_dead(e)) from e
 
     def _recv(self) -> Any:
         try:
@@ -232,7 +254,12 @@ def _child_main(conn: Connection, spec: DeleteProcessSpec, parent_pid: int) -> N
         while (batch := _next_batch(conn, parent_pid)) is not None:
             requests, attempts, policy, grace_since = batch
             try:
-                actions = pipeline.run(requests, attempts, policy, grace_since)
+                decided = pipeline.decide(requests, attempts, policy, grace_since)
+                if decided.deletes:
+                    conn.send(RECORDS_FIRST)
+                    if _next_batch(conn, parent_pid) != DELETE_NOW:
+                        return  # the daemon stops or is gone: this batch is left undeleted, unacked
+                actions = pipeline.delete(decided)
             except Exception as e:  # noqa: BLE001 - the pipeline's last guard failed: say so, stay up
                 _log.exception("the delete process could not decide a batch of %d", len(requests))
                 conn.send((f"{type(e).__name__}: {e}", Counter(tally.counted)))

@@ -6,13 +6,14 @@ batch before and to take the next; a thread of this lane sends each batch to the
 run on two cores.  Decided requests come back to the worker thread through :meth:`finished`,
 which alone publishes, records and acks, as for the offload lane.
 
-At most :data:`BATCHES` batches wait for or are in the delete process (one there, one waiting, so it
-never waits for the worker), and one decided batch waits for the worker, so the requests held
-unacked stay bounded by three batches.  Batches are decided one at a
-time in the order they came, so a ledger named in two batches is verified again after the first
-delete.  If the delete process dies, the batch it held is decided as a transient failure
-(reconsumed later and verified from scratch: a delete it did is then found absent) and a new
-process is started for the next batch.
+At most :data:`BATCHES` batches wait for or are in the delete process (one there, one waiting), and
+one decided batch waits for the worker, so the requests held unacked stay bounded by three batches.
+Batches are decided one at a time in the order they came, so a ledger named in two batches is
+verified again after the first delete.  The process reads and decides a batch while the worker
+disposes of the one before, but deletes only once the worker has disposed of (recorded) every batch
+decided before (:meth:`DeleteProcessLane.disposed`).  If the delete process dies, the batch it held
+is decided as a transient failure (reconsumed later and verified from scratch: a delete it did is
+then found absent) and a new process is started for the next batch.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ class DeleteProcessLane:
         self._working: LaneBatch | None = None
         self._working_since = 0.0  # monotonic, when the batch in the delete process was sent
         self._outbox: list[LaneBatch] = []
+        self._disposing = 0  # batches the worker took from the outbox and is disposing of
         self._quiescing = False
         self._down: str | None = None
         self._cond = threading.Condition()
@@ -94,10 +96,19 @@ class DeleteProcessLane:
         return bool(self._outbox)
 
     def finished(self) -> list[LaneBatch]:
-        """Decided batches, oldest first, for the worker thread to dispose of."""
+        """Decided batches, oldest first, for the worker thread to dispose of; it says :meth:`disposed`
+        when it has (the next batch's deletes wait for that)."""
         with self._cond:
             out, self._outbox = self._outbox, []
+            self._disposing += len(out)
             return out
+
+    def disposed(self, batches: int) -> None:
+        """The worker has disposed of (recorded, published, acked or left for another try) ``batches`` of
+        those :meth:`finished` gave it."""
+        with self._cond:
+            self._disposing -= batches
+            self._cond.notify_all()
 
     def wait_finished(self, timeout_s: float) -> None:
         """Until a batch is decided (or ``timeout_s``): the lane is full and the worker has nothing to do."""
@@ -173,7 +184,7 @@ class DeleteProcessLane:
         try:
             process = self._ready_process()
             actions = process.run([d.admitted for d in items], tries, self.policy,
-                                  [grace_since(d.message) for d in items])
+                                  [grace_since(d.message) for d in items], self._wait_recorded)
         except DeleteProcessDied as e:
             self._lost(str(e))
             actions = [decision.retry_later(f"{e}; verified again when it comes back", t, self.policy)
@@ -182,6 +193,15 @@ class DeleteProcessLane:
             actions = [decision.retry_later(str(e), t, self.policy, kind=Kind.INTERNAL_ERROR) for t in tries]
         for d, action in zip(items, actions, strict=True):
             d.decide(action)
+
+    def _wait_recorded(self) -> None:
+        """Until every batch decided before has been disposed of (so recorded): only then may the delete
+        process delete the batch it holds, decided meanwhile.  Raises when the lane stops first."""
+        with self._cond:
+            while self._outbox or self._disposing:
+                if self._stop.is_set():
+                    raise DeleteProcessDied("the daemon is stopping before the batch before was recorded")
+                self._cond.wait(0.2)
 
     def _ready_process(self) -> DeleteProcess:
         if self._stop.is_set():

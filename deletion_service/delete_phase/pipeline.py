@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from deletion_service.delete_phase import decision
@@ -55,6 +56,22 @@ class DeleteCounts(Protocol):
     def count_deletes(self, results: Counter[tuple[str, DeleteStatus]]) -> None: ...
 
 
+@dataclass(frozen=True)
+class Decided:
+    """A batch between :meth:`DeletePipeline.decide` and :meth:`DeletePipeline.delete`."""
+
+    requests: list[PendingDeleteLedgerInfo]
+    attempts: list[int]
+    policy: Policy
+    facts: list[Facts]
+    actions: list[Action]
+
+    @property
+    def deletes(self) -> bool:
+        """Whether a verdict asks :meth:`DeletePipeline.delete` to delete (or, in a dry run, to say it would)."""
+        return any(a.verdict in DELETES for a in self.actions)
+
+
 class DeletePipeline:
     def __init__(self, gatherer: Gatherer, executor: DeleteExecutor, metrics: DeleteCounts) -> None:
         self.gatherer = gatherer
@@ -68,8 +85,20 @@ class DeletePipeline:
     def run(self, requests: Sequence[PendingDeleteLedgerInfo], attempts: Sequence[int],
             policy: Policy, grace_since: Sequence[int | None] | None = None) -> list[Action]:
         """The settled action of each request, in order (``grace_since``: see ``Facts.grace_since_ms``)."""
+        return self.delete(self.decide(requests, attempts, policy, grace_since))
+
+    def decide(self, requests: Sequence[PendingDeleteLedgerInfo], attempts: Sequence[int],
+               policy: Policy, grace_since: Sequence[int | None] | None = None) -> Decided:
+        """The first half of :meth:`run`: the facts read and the table's verdicts, nothing deleted yet.  The
+        delete process stops here until the daemon has recorded the batch before (see ``delete_process.py``)."""
         facts = self._gather(requests, attempts, grace_since or [None] * len(requests))
         actions = [self._decide(r, f, policy) for r, f in zip(requests, facts, strict=True)]
+        return Decided(list(requests), list(attempts), policy, facts, actions)
+
+    def delete(self, decided: Decided) -> list[Action]:
+        """The second half of :meth:`run`: the deletes at the verified versions, and each verdict settled."""
+        requests, attempts, policy, facts, actions = (decided.requests, decided.attempts, decided.policy,
+                                                      decided.facts, decided.actions)
         try:
             results: list[DeleteResult | None] = self.executor.run(actions, facts)
         except Exception as e:  # noqa: BLE001 - the executor isolates per request; this is the last guard

@@ -142,12 +142,15 @@ class DeletePhaseWorker:
                     return settled + self._settle_bookkeeper_lane()
             batch = self._resume_paused() or self.intake.collect(
                 wait_s, room, until=lane.has_finished if lane is not None and lane.in_flight else None)
+            if lane is not None and lane.has_finished():  # first: the delete process waits for these records
+                with logs.one_write_per_batch():
+                    settled += self._settle_bookkeeper_lane()
             if not batch:
                 return settled
             self.busy = True
             try:
                 with logs.one_write_per_batch():
-                    return self._process(batch)
+                    return settled + self._process(batch)
             finally:
                 self.busy = False
 
@@ -238,11 +241,13 @@ class DeletePhaseWorker:
         offload deletes in hand are answered (up to ``wait_s``) and settled here, recorded and acked,
         before the process exits; what no lane has begun stays unacked for the subscription to redeliver."""
         deadline = time.monotonic() + wait_s
+        with self._lock, logs.one_write_per_batch():  # the batch it decided first: its records let the next delete
+            settled = self._settle_bookkeeper_lane()
         left = self.bookkeeper_lane.quiesce(wait_s) if self.bookkeeper_lane is not None else 0
         if self.offload_lane is not None:
             left += self.offload_lane.quiesce(max(0.0, deadline - time.monotonic()))
         with self._lock, logs.one_write_per_batch():
-            settled = self._settle_offloads() + self._settle_bookkeeper_lane()
+            settled += self._settle_offloads() + self._settle_bookkeeper_lane()
         if left:
             _log.warning("stopping: %d request(s) still being decided after %.0f s (unsettled, redelivered; a "
                          "delete the store applies meanwhile is recorded by the run that settles it as absent)",
@@ -258,11 +263,18 @@ class DeletePhaseWorker:
 
     def _settle_bookkeeper_lane(self) -> int:
         """Dispose of the batches the delete process has decided, oldest first."""
+        lane = self.bookkeeper_lane
+        if lane is None:
+            return 0
         settled = 0
-        for batch in self.bookkeeper_lane.finished() if self.bookkeeper_lane is not None else []:
-            if batch.with_offloads:  # its BookKeeper deletes are done; its offload deletes are in their lane
-                failpoint("delete.between-bookkeeper-and-offload")
-            settled += self._dispose_all(batch.items)
+        batches = lane.finished()
+        try:
+            for batch in batches:
+                if batch.with_offloads:  # its BookKeeper deletes are done; its offload deletes are in their lane
+                    failpoint("delete.between-bookkeeper-and-offload")
+                settled += self._dispose_all(batch.items)
+        finally:
+            lane.disposed(len(batches))  # recorded: the next batch's deletes may go on
         return settled
 
     # ---- disposing
