@@ -17,8 +17,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
-
 from tests.harness import wait_until
 from tests.replicas_world import Replica
 from tests.test_attack32_support import AttackWorld, log, sigterm_seconds, world
@@ -51,9 +49,6 @@ def draining(world: AttackWorld) -> Replica:
     return daemon
 
 
-@pytest.mark.xfail(strict=True, reason="attack33 finding 1: with its audit trail's file lock held by another "
-                                       "process, the daemon ignores SIGTERM (logs that the batch in hand did not "
-                                       "finish within 10 s, then never exits)")
 def test_sigterm_ends_the_daemon_in_time_while_another_process_holds_its_audit_lock(world: AttackWorld) -> None:
     daemon = draining(world)
     with _trail_locked(daemon):

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_attack32_support import AttackWorld, world
-from tests.test_attack33_audit_kills import unrecorded
+from tests.harness import wait_until
+from tests.test_attack32_support import AttackWorld, delete_process, world
+from tests.test_attack33_audit_kills import batches, unrecorded
 from tests.test_attack33_audit_lock import BATCH, draining
 
 __all__ = ["world"]
@@ -44,12 +45,37 @@ def _unrecorded_past(world: AttackWorld, bound: int, within_s: float) -> set[int
     return unrecorded(world)
 
 
-@pytest.mark.xfail(strict=True, reason="attack33 finding 2: a daemon whose audit trail cannot be written goes on "
-                                       "deleting every batch, its records only logged at ERROR (hundreds of "
-                                       "ledgers gone that the trail never names)")
 def test_a_daemon_that_cannot_write_its_trail_deletes_no_further_batch(world: AttackWorld) -> None:
     daemon = draining(world)
     files = sorted((daemon.data_dir / "audit").glob("audit-*.jsonl"))
     with _immutable(files[-1]):
         found = _unrecorded_past(world, BATCH, within_s=5)
         assert len(found) <= BATCH, (len(found), len(world.left()))
+    # writable again: the batch it could not record is recorded now (its messages waited unacked), the drain ends
+    world.wait_drained(90)
+    deleted = world.deletions()
+    assert set(deleted) == set(world.ledgers), sorted(set(world.ledgers) - set(deleted))[:10]
+    assert max(deleted.values()) == 1, {lid: n for lid, n in deleted.items() if n > 1}
+
+
+def test_a_one_process_daemon_that_cannot_write_its_trail_deletes_no_further_batch(world: AttackWorld) -> None:
+    """The same with the delete process off (``ledgerDeletionDeleteProcess = off``): the daemon's own thread
+    takes no new batch while its trail refuses records, and records them once it can."""
+    batches(world, BATCH)
+    world.config.write_text(world.config.read_text() + "maxDeletionsPerSecond = 100\n"
+                            'ledgerDeletionDeleteProcess = "off"\n')
+    [daemon] = world.add_replicas(1)
+    daemon.start().wait_ready()
+    world.enqueue(world.orphans(300))
+    wait_until(lambda: len(world.left()) < len(world.ledgers) - 20, 60, "the drain under way")
+    assert delete_process(daemon) is None
+    files = sorted((daemon.data_dir / "audit").glob("audit-*.jsonl"))
+    with _immutable(files[-1]):
+        found = _unrecorded_past(world, BATCH, within_s=5)
+        assert len(found) <= BATCH, (len(found), len(world.left()))
+        wait_until(lambda: not daemon.ready(), 10, "/readyz failing while the trail refuses records")
+    world.wait_drained(90)
+    assert daemon.ready()
+    deleted = world.deletions()
+    assert set(deleted) == set(world.ledgers), sorted(set(world.ledgers) - set(deleted))[:10]
+    assert max(deleted.values()) == 1, {lid: n for lid, n in deleted.items() if n > 1}

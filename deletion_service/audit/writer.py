@@ -34,9 +34,11 @@ unacked (redelivered, recorded again: a record may repeat, never be lost), and a
 cut short by a power loss ends inside a line, which the next append and ``verify``
 already handle.
 
-A record that cannot be written (disk full, permissions) is logged at ERROR with
-its whole content (each record of a batch not written), and the request it describes stays settled: the delete already
-happened, and refusing to record it would not undo that.
+A record the worker's hook cannot write (disk full, permissions, the lock held elsewhere for
+``LOCK_WAIT_S``) leaves its message unacked, recorded on its next try, and the worker deletes
+nothing more until a record is written again (:class:`RecordsNotWritten`): the delete already
+happened, but the next ones need not happen unrecorded.  Elsewhere (the admin API's synchronous
+delete) a record that cannot be written is logged at ERROR with its whole content.
 
 A writer never repairs the evidence of damage.  Reading the chain's end from disk, it
 checks the anchor the way ``verify`` does: missing or empty while the trail holds
@@ -62,6 +64,7 @@ from deletion_service.audit import record, trail
 from deletion_service.audit.publish import TopicCopy
 from deletion_service.audit.record import Entry
 from deletion_service.delete_phase.decision import Action
+from deletion_service.delete_phase.disposer import RecordsNotWritten
 from deletion_service.delete_phase.outcomes import outward
 from deletion_service.delete_phase.worker import Settled
 from deletion_service.model import PendingDeleteLedgerInfo
@@ -69,6 +72,11 @@ from deletion_service.model import PendingDeleteLedgerInfo
 _log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+#: How long an append waits for the trail's file lock before it fails (its records are then retried).
+LOCK_WAIT_S = 5.0
+LOCK_POLL_S = 0.01
+#: How often a trail that keeps refusing records is said at ERROR.
+REFUSED_SAID_EVERY_S = 60.0
 
 
 class AuditWriter:
@@ -92,6 +100,7 @@ class AuditWriter:
         self._wake = threading.Event()
         self._closed = threading.Event()
         self._flusher: threading.Thread | None = None
+        self._refused_said_at: float | None = None  # monotonic, when a refused append was last said at ERROR
 
     def close(self) -> None:
         """Sync what was appended, stop the flusher, then the topic copy (which sends what it has queued)."""
@@ -107,8 +116,26 @@ class AuditWriter:
 
     def on_settled(self, settled: Sequence[Settled]) -> None:
         """The worker's hook (``Hooks.record``): one record per message of a batch it settles,
-        undecodable ones included, appended together before any of them is acked."""
-        self.write_all([Entry.of(s.request, s.action, s.outcome, s.message) for s in settled])
+        undecodable ones included, appended together before any of them is acked.  Raises
+        :class:`RecordsNotWritten` when the trail refuses them: those messages stay unacked, and the
+        worker deletes nothing more until a record is written again (said at ERROR once a minute)."""
+        entries = [Entry.of(s.request, s.action, s.outcome, s.message) for s in settled]
+        written: list[tuple[dict[str, Any], str]] = []
+        try:
+            self.append_all(entries, written)
+        except Exception as e:  # noqa: BLE001 - every failure to append is the same for the worker
+            self._publish(written)
+            why = f"the audit trail in {self.directory} cannot be written ({type(e).__name__}: {e})"
+            now = time.monotonic()
+            if self._refused_said_at is None or now - self._refused_said_at >= REFUSED_SAID_EVERY_S:
+                self._refused_said_at = now
+                _log.error("%s: %d record(s) not written; their requests stay unacked and are recorded once it "
+                           "can be, and nothing more is deleted until then", why, len(entries) - len(written))
+            raise RecordsNotWritten(len(written), why) from e
+        self._publish(written)
+        if self._refused_said_at is not None:
+            self._refused_said_at = None
+            _log.warning("the audit trail in %s can be written again: deleting again", self.directory)
 
     def on_sync(self, request: PendingDeleteLedgerInfo, action: Action) -> None:
         """The admin API's synchronous delete: recorded when it settled the request for good
@@ -135,10 +162,13 @@ class AuditWriter:
             for entry in entries[len(written):]:
                 _log.error("audit record NOT written to %s (%s): %s", self.directory, e,
                            record.line(record.build(entry, 0, int(self.clock() * 1000), self.daemon, "?")))
+        self._publish(written)
+        return [rec for rec, _ in written] + [None] * (len(entries) - len(written))
+
+    def _publish(self, written: list[tuple[dict[str, Any], str]]) -> None:
         if self.publish is not None:
             for _, text in written:
                 self.publish(text)
-        return [rec for rec, _ in written] + [None] * (len(entries) - len(written))
 
     def append(self, entry: Entry) -> tuple[dict[str, Any], str]:
         """Append one record under the locks; raises OSError."""
@@ -278,9 +308,21 @@ class AuditWriter:
 
     @contextmanager
     def _flocked(self) -> Iterator[None]:
-        fd = os.open(self.directory / trail.ANCHOR, os.O_RDWR | os.O_CREAT, 0o644)
+        """The trail's file lock, waited for at most :data:`LOCK_WAIT_S` (then OSError).  Found from outside:
+        another process holding it (a backup, a hung volume) held the worker's thread, and with it a
+        SIGTERM, for as long as it pleased."""
+        path = self.directory / trail.ANCHOR
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            deadline = time.monotonic() + LOCK_WAIT_S
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise OSError(f"its lock ({path}) is held by another process") from None
+                    time.sleep(LOCK_POLL_S)
             yield
         finally:
             os.close(fd)  # closing drops the lock

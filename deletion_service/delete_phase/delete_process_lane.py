@@ -62,6 +62,8 @@ class DeleteProcessLane:
         self._working_since = 0.0  # monotonic, when the batch in the delete process was sent
         self._outbox: list[LaneBatch] = []
         self._disposing = 0  # batches the worker took from the outbox and is disposing of
+        #: False while the worker may not delete (its audit trail refuses records): the process waits too
+        self.may_delete: Callable[[], bool] = lambda: True
         self._quiescing = False
         self._down: str | None = None
         self._cond = threading.Condition()
@@ -195,10 +197,11 @@ class DeleteProcessLane:
             d.decide(action)
 
     def _wait_recorded(self) -> None:
-        """Until every batch decided before has been disposed of (so recorded): only then may the delete
-        process delete the batch it holds, decided meanwhile.  Raises when the lane stops first."""
+        """Until every batch decided before has been disposed of (so recorded) and the worker may delete: only
+        then may the delete process delete the batch it holds, decided meanwhile.  Raises when the lane stops
+        first."""
         with self._cond:
-            while self._outbox or self._disposing:
+            while self._outbox or self._disposing or not self.may_delete():
                 if self._stop.is_set():
                     raise DeleteProcessDied("the daemon is stopping before the batch before was recorded")
                 self._cond.wait(0.2)

@@ -63,6 +63,17 @@ class Settled:
     outcome: Outcome
 
 
+class RecordsNotWritten(OSError):
+    """Raised by the ``record`` hook when the audit trail refused records (a full disk, a read-only volume,
+    its lock held elsewhere): the first ``written`` were written, the others' messages stay unacked and are
+    recorded on their next try.  Found from outside: with the records only logged, the daemon went on
+    deleting batch after batch that its trail never named."""
+
+    def __init__(self, written: int, why: str) -> None:
+        super().__init__(why)
+        self.written = written
+
+
 @dataclass
 class Hooks:
     """What the service plugs in around a disposition: one object the worker and its disposer share,
@@ -91,6 +102,8 @@ class Disposer:
         self._acked_topics: Counter[str] = Counter()
         #: routine outcomes settled in the current call: (outcome, topic, ledger type) -> ledger ids, in order
         self._routine: dict[tuple[Outcome, str, LedgerType], list[int]] = {}
+        #: why the last record could not be written, until one is: no new deletes meanwhile (the worker's)
+        self.unrecorded: str | None = None
 
     def stuck(self) -> str | None:
         """Why dispositions are failing, if one has kept failing for :data:`STUCK_AFTER_S`."""
@@ -106,7 +119,8 @@ class Disposer:
         """Publish the batch's copies together, record the batch together, then carry each message on alone."""
         refused = self._publish_copies(decided)
         going_on = [d for d in decided if d not in refused]  # a refused copy already waits for its next try
-        self._record_all([d for d in going_on if d.next == Step.RECORD])
+        unrecorded = self._record_all([d for d in going_on if d.next == Step.RECORD])
+        going_on = [d for d in going_on if d not in unrecorded]  # they too wait for their next try
         try:
             for d in going_on:
                 self._dispose(d)
@@ -164,19 +178,32 @@ class Disposer:
                 _log.warning("could not %s for %d message(s) (%s): will retry", step, len(errors), errors[0])
         return refused
 
-    def _record_all(self, due: list[Disposal]) -> None:
-        """The records of every message whose next step is its record, in one call of the hook.  If the
-        hook fails, nothing is marked recorded: :meth:`_dispose` then records each message on its own."""
+    def _record_all(self, due: list[Disposal]) -> set[Disposal]:
+        """The records of every message whose next step is its record, in one call of the hook; returns
+        those the trail refused (each waits for its next try).  If the hook fails otherwise, nothing is
+        marked recorded: :meth:`_dispose` then records each message on its own."""
         if not due:
-            return
+            return set()
         if self.hooks.record is not None:
             try:
                 self.hooks.record([self._settlement(d) for d in due])
+            except RecordsNotWritten as e:
+                for d in due[:e.written]:
+                    d.advance(Event.RECORD)
+                for d in due[e.written:]:
+                    self._not_recorded(d, e)
+                return set(due[e.written:])
             except Exception:  # noqa: BLE001 - the one-by-one path meets it again and handles it per message
                 _log.exception("recording %d settlements failed; recording them one by one", len(due))
-                return
+                return set()
+            self.unrecorded = None
         for d in due:
             d.advance(Event.RECORD)
+        return set()
+
+    def _not_recorded(self, d: Disposal, e: RecordsNotWritten) -> None:
+        self.unrecorded = str(e)
+        self._try_later(d, str(e), quiet=True)  # the hook said it once for the batch
 
     def _copy_of(self, d: Disposal) -> Outgoing:
         action = d.decided
@@ -205,6 +232,9 @@ class Disposer:
             except BrokerError as e:
                 self._try_later(d, str(e))
                 return
+            except RecordsNotWritten as e:
+                self._not_recorded(d, e)
+                return
             except Exception as e:  # noqa: BLE001 - e.g. a delay the client cannot represent
                 _log.exception("disposing of %s failed", display_message_id(d.message.message_id))
                 why = f"{type(e).__name__}: {e}"
@@ -230,6 +260,7 @@ class Disposer:
                 case Step.RECORD:
                     if self.hooks.record is not None:
                         self.hooks.record([self._settlement(d)])
+                        self.unrecorded = None
                     d.advance(Event.RECORD)
                 case Step.ACK:
                     failpoint("delete.before-ack")

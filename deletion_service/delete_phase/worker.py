@@ -77,6 +77,8 @@ class DeletePhaseWorker:
         settled = SettledRecently()
         self.intake = Intake(requests, retries, publisher, policy, metrics, self.limits, settled, self.acked, clock)
         self.disposer = Disposer(publisher, metrics, self.limits, self.hooks, settled, self.acked, clock)
+        if bookkeeper_lane is not None:  # its deletes wait while the trail refuses records, as this thread's do
+            bookkeeper_lane.may_delete = lambda: self.disposer.unrecorded is None
         self.busy = False
         #: Set when the daemon stops: finish the batch in hand, retry nothing parked, take nothing new
         #: (what is left unacked returns to the subscription when the consumers close).
@@ -106,7 +108,7 @@ class DeletePhaseWorker:
         """For ``/readyz``: every open breaker (metadata stores, offload targets that answered before) and why."""
         lane = self.offload_lane.down() if self.offload_lane is not None else None
         process = self.bookkeeper_lane.down() if self.bookkeeper_lane is not None else None
-        return "; ".join(d for d in (self.breakers.down(), lane, process) if d) or None
+        return "; ".join(d for d in (self.breakers.down(), lane, process, self.disposer.unrecorded) if d) or None
 
     def stuck(self) -> str | None:
         return self.disposer.stuck()
@@ -124,6 +126,9 @@ class DeletePhaseWorker:
                 return 0
             with logs.one_write_per_batch():
                 self.disposer.try_again()
+            if self._unrecorded():
+                time.sleep(min(wait_s, 0.2))  # records refused: take nothing new, delete nothing more
+                return 0
             if not self.breakers.ready():
                 time.sleep(min(wait_s, 0.2))  # a dependency is down: take nothing, spend no retry
                 return 0
@@ -153,6 +158,12 @@ class DeletePhaseWorker:
                     return settled + self._process(batch)
             finally:
                 self.busy = False
+
+    def _unrecorded(self) -> bool:
+        """The audit trail refused the last records (their messages wait, unacked, for their next try)."""
+        if self.disposer.unrecorded is not None and not self.disposer.awaiting_next_try:
+            self.disposer.unrecorded = None  # none left to retry: the next batch tries the trail again
+        return self.disposer.unrecorded is not None
 
     def _resume_paused(self) -> list[Disposal]:
         """Held through an outage now over (the breakers let us here): theirs is the turn."""
