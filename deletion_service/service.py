@@ -236,6 +236,9 @@ class LedgerDeletionService:
         if self.restricted_to is not None and not self.restricted_to(asked):
             return SyncResult(SyncOutcome.OUT_OF_SCOPE, f"this daemon serves only its own namespaces, not {asked}: "
                                                         "nothing verified or deleted")
+        unrecorded = self.worker.disposer.unrecorded if self.worker is not None else None
+        if unrecorded is not None:  # as the consumer: nothing deleted while the trail refuses records
+            return SyncResult(SyncOutcome.UNAVAILABLE, f"{unrecorded}: nothing verified or deleted until it can be")
         request = self.pending(payload, reason)
         # No retry budget here: the caller is the one who retries, so "not yet" never turns into a DLQ verdict.
         policy = replace(self.policy, max_retries=2**31)

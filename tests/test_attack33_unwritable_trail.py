@@ -10,8 +10,11 @@ pulsar-lite; the judge reads ZooKeeper and the trail's files.  Needs root and a 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness import wait_until
+from tests.replicas_world import Replica
 from tests.test_attack32_support import AttackWorld, delete_process, world
 from tests.test_attack33_audit_kills import batches, unrecorded
 from tests.test_attack33_audit_lock import BATCH, draining
@@ -74,8 +78,24 @@ def test_a_one_process_daemon_that_cannot_write_its_trail_deletes_no_further_bat
         found = _unrecorded_past(world, BATCH, within_s=5)
         assert len(found) <= BATCH, (len(found), len(world.left()))
         wait_until(lambda: not daemon.ready(), 10, "/readyz failing while the trail refuses records")
+        still_there = world.left()[0]
+        assert _admin_delete(daemon, world.topic, still_there) == 503  # the admin API's door is shut too
+        assert still_there in world.left()
     world.wait_drained(90)
     assert daemon.ready()
     deleted = world.deletions()
     assert set(deleted) == set(world.ledgers), sorted(set(world.ledgers) - set(deleted))[:10]
     assert max(deleted.values()) == 1, {lid: n for lid, n in deleted.items() if n > 1}
+
+
+def _admin_delete(daemon: Replica, topic: str, ledger_id: int) -> int:
+    """The HTTP status of the admin API's synchronous delete of ``ledger_id``."""
+    body = json.dumps({"topicName": topic, "ledgerComponent": "MANAGED_LEDGER", "ledgerType": "LEDGER",
+                       "ledgerId": ledger_id}).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{daemon.port}/admin/v2/ledger-deletion/delete", data=body,
+                                 method="POST", headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
