@@ -104,6 +104,7 @@ class Disposer:
         self._routine: dict[tuple[Outcome, str, LedgerType], list[int]] = {}
         #: why the last record could not be written, until one is: no new deletes meanwhile (the worker's)
         self.unrecorded: str | None = None
+        self._refusals = 0  # records refused so far: a pass that meets one tries the trail no more
 
     def stuck(self) -> str | None:
         """Why dispositions are failing, if one has kept failing for :data:`STUCK_AFTER_S`."""
@@ -134,8 +135,15 @@ class Disposer:
         if not due:
             return
         self.awaiting_next_try = [d for d in self.awaiting_next_try if d.next_try > now]
+        refused = self._record_all([d for d in due if d.next == Step.RECORD])  # one try of the trail, not one each
+        refusals = self._refusals
         try:
             for d in due:
+                if d in refused:
+                    continue
+                if self._refusals != refusals and d.next == Step.RECORD:  # the trail refused this pass already
+                    self._try_later(d, self.unrecorded or "the audit trail refused records", quiet=True)
+                    continue
                 self._dispose(d)
         finally:
             self._end_of_call()
@@ -203,6 +211,7 @@ class Disposer:
 
     def _not_recorded(self, d: Disposal, e: RecordsNotWritten) -> None:
         self.unrecorded = str(e)
+        self._refusals += 1
         self._try_later(d, str(e), quiet=True)  # the hook said it once for the batch
 
     def _copy_of(self, d: Disposal) -> Outgoing:
