@@ -104,7 +104,7 @@ class Disposer:
         self._routine: dict[tuple[Outcome, str, LedgerType], list[int]] = {}
         #: why the last record could not be written, until one is: no new deletes meanwhile (the worker's)
         self.unrecorded: str | None = None
-        self._refusals = 0  # records refused so far: a pass that meets one tries the trail no more
+        self._refused_this_pass = False  # the trail refused a record in this call: it is tried no more in it
 
     def stuck(self) -> str | None:
         """Why dispositions are failing, if one has kept failing for :data:`STUCK_AFTER_S`."""
@@ -118,6 +118,7 @@ class Disposer:
 
     def dispose_all(self, decided: list[Disposal]) -> None:
         """Publish the batch's copies together, record the batch together, then carry each message on alone."""
+        self._refused_this_pass = False
         refused = self._publish_copies(decided)
         going_on = [d for d in decided if d not in refused]  # a refused copy already waits for its next try
         unrecorded = self._record_all([d for d in going_on if d.next == Step.RECORD])
@@ -130,21 +131,19 @@ class Disposer:
 
     def try_again(self) -> None:
         """Dispositions whose backoff has passed get their next try."""
+        if not self.awaiting_next_try:
+            self.unrecorded = None  # no refused record left to retry: the next batch tries the trail again
         now = time.monotonic()
         due = [d for d in self.awaiting_next_try if d.next_try <= now]
         if not due:
             return
         self.awaiting_next_try = [d for d in self.awaiting_next_try if d.next_try > now]
+        self._refused_this_pass = False
         refused = self._record_all([d for d in due if d.next == Step.RECORD])  # one try of the trail, not one each
-        refusals = self._refusals
         try:
             for d in due:
-                if d in refused:
-                    continue
-                if self._refusals != refusals and d.next == Step.RECORD:  # the trail refused this pass already
-                    self._try_later(d, self.unrecorded or "the audit trail refused records", quiet=True)
-                    continue
-                self._dispose(d)
+                if d not in refused:
+                    self._dispose(d)
         finally:
             self._end_of_call()
         self.metrics.undisposed.set(len(self.awaiting_next_try))
@@ -211,7 +210,7 @@ class Disposer:
 
     def _not_recorded(self, d: Disposal, e: RecordsNotWritten) -> None:
         self.unrecorded = str(e)
-        self._refusals += 1
+        self._refused_this_pass = True
         self._try_later(d, str(e), quiet=True)  # the hook said it once for the batch
 
     def _copy_of(self, d: Disposal) -> Outgoing:
@@ -268,6 +267,8 @@ class Disposer:
                     self._copy_published(d)
                 case Step.RECORD:
                     if self.hooks.record is not None:
+                        if self._refused_this_pass:  # one try of the trail a call, not one a message
+                            raise RecordsNotWritten(0, self.unrecorded or "the audit trail refused records")
                         self.hooks.record([self._settlement(d)])
                         self.unrecorded = None
                     d.advance(Event.RECORD)

@@ -126,7 +126,7 @@ class DeletePhaseWorker:
                 return 0
             with logs.one_write_per_batch():
                 self.disposer.try_again()
-            if self._unrecorded():
+            if self.disposer.unrecorded is not None:
                 time.sleep(min(wait_s, 0.2))  # records refused: take nothing new, delete nothing more
                 return 0
             if not self.breakers.ready():
@@ -158,12 +158,6 @@ class DeletePhaseWorker:
                     return settled + self._process(batch)
             finally:
                 self.busy = False
-
-    def _unrecorded(self) -> bool:
-        """The audit trail refused the last records (their messages wait, unacked, for their next try)."""
-        if self.disposer.unrecorded is not None and not self.disposer.awaiting_next_try:
-            self.disposer.unrecorded = None  # none left to retry: the next batch tries the trail again
-        return self.disposer.unrecorded is not None
 
     def _resume_paused(self) -> list[Disposal]:
         """Held through an outage now over (the breakers let us here): theirs is the turn."""
