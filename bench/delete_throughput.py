@@ -19,7 +19,7 @@ from deletion_service.broker.pulsar_client import PulsarBrokerClient
 from deletion_service.cluster_writer import ClusterWriter, pulsar_custom_metadata
 from deletion_service.config import DeletionConfig
 from deletion_service.mark_phase.trim import trim
-from deletion_service.model import PendingDeleteLedgerInfo
+from deletion_service.protocol.request import PendingDeleteLedgerInfo
 from deletion_service.service import LedgerDeletionService
 from metastore import open_store
 from metastore.formats import Position

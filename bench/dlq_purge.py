@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pulsar
 
-from deletion_service import dlq
 from deletion_service.broker.pulsar_client import PulsarBrokerClient
-from deletion_service.dlq_marker import MarkerKey
-from deletion_service.topics import DeletionTopics
+from deletion_service.dlq import operations as dlq
+from deletion_service.dlq.marker import MarkerKey
+from deletion_service.protocol.topics import DeletionTopics
 from metastore import open_store
 from tests.deletion_world import request
 from tests.harness import PulsarLiteBroker, ZooKeeperServer

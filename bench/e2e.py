@@ -39,13 +39,13 @@ from kazoo.client import KazooClient
 
 from bench.seed import seed_ledgers, seed_managed_ledgers
 from bench.zk_limits import fresh_chroot, topic_name
+from deletion_service.broker.publisher import RequestPublisher
 from deletion_service.broker.pulsar_client import PulsarBrokerClient
 from deletion_service.config import DeletionConfig
 from deletion_service.embedded.broker import EmbeddedBroker, free_port, stop_pid
-from deletion_service.model import PendingDeleteLedgerInfo
-from deletion_service.publisher import RequestPublisher
+from deletion_service.protocol.request import PendingDeleteLedgerInfo
+from deletion_service.protocol.topics import DeletionTopics
 from deletion_service.testing.offload_objects import build_index_v1, pulsar_ledger_metadata
-from deletion_service.topics import DeletionTopics
 from metastore.formats import managed_ledger_name
 from offloaders.interface import java_uuid
 from tests.deletion_world import DAY_MS, UPSTREAM_META, S3Bucket

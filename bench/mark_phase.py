@@ -22,12 +22,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from deletion_service import logs
+from deletion_service.broker.publisher import RequestPublisher
 from deletion_service.broker.pulsar_client import PulsarBrokerClient
 from deletion_service.cluster_writer import ClusterWriter
 from deletion_service.config import DeletionConfig
 from deletion_service.mark_phase.trim import trim
-from deletion_service.publisher import RequestPublisher
-from deletion_service.topics import DeletionTopics
+from deletion_service.protocol.topics import DeletionTopics
 from metastore import MetadataStore, open_store
 from metastore.formats import Position
 from tests.harness import PulsarLiteBroker, ZooKeeperServer

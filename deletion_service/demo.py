@@ -19,9 +19,9 @@ from pathlib import Path
 
 from deletion_service.broker.interface import BrokerError
 from deletion_service.cluster_writer import ClusterWriter, pulsar_custom_metadata, schema_custom_metadata
-from deletion_service.delete_phase.worker import Settled
+from deletion_service.delete_phase.consumer.worker import Settled
 from deletion_service.mark_phase.trim import trim
-from deletion_service.model import PendingDeleteLedgerInfo
+from deletion_service.protocol.request import PendingDeleteLedgerInfo
 from deletion_service.service import LedgerDeletionService
 from deletion_service.testing.offload_objects import build_mapfile_data, pulsar_ledger_metadata
 from metastore.formats import LedgerInfo, OffloadContext, Position, managed_ledger_name

@@ -21,7 +21,7 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from deletion_service.broker.interface import BrokerClient, BrokerError
-from deletion_service.topics import DeletionTopics
+from deletion_service.protocol.topics import DeletionTopics
 
 BACKLOG_METRIC = "pulsar_subscription_back_log"
 
@@ -37,7 +37,7 @@ class BacklogSource(abc.ABC):
 
 def estimated_inflight(source: BacklogSource, scope: Sequence[DeletionTopics]) -> int:
     """The backlog of every request partition and RETRY of every set of topics in ``scope``, in one
-    reading (see :mod:`deletion_service.served` for what an unscoped reading covers)."""
+    reading (see :mod:`deletion_service.protocol.scope` for what an unscoped reading covers)."""
     if not scope:
         return 0
     return sum(source.backlog([t for s in scope for t in s.consumed], scope[0].subscription).values())

@@ -7,7 +7,7 @@ carries ``ledgers``, a list, and ``count`` instead of ``ledger``).
 
 The delete phase's INFO lines are the operator's view of it (a line per batch, topic and
 routine outcome naming every ledger, and a line per request for any other outcome:
-``delete_phase/disposer.py``), and each line used to be its own ``write`` to stderr: a
+``delete_phase/consumer/disposer.py``), and each line used to be its own ``write`` to stderr: a
 profile of the daemon draining requests found that write a sixth of the delete-phase
 thread's time.  So the thread
 that settles a batch collects its INFO lines and writes them at once when the batch

@@ -23,22 +23,22 @@ from dataclasses import dataclass, replace
 from deletion_service.audit.writer import AuditWriter
 from deletion_service.broker.consumer_group import ConsumerGroup
 from deletion_service.broker.interface import BrokerClient, BrokerError, Received
+from deletion_service.broker.publisher import RequestPublisher
 from deletion_service.config import DeletionConfig
-from deletion_service.delete_phase.breaker import Breaker, Breakers
-from deletion_service.delete_phase.decision import Action, Policy
-from deletion_service.delete_phase.delete_process import DeleteProcess, DeleteProcessSpec
-from deletion_service.delete_phase.delete_process_lane import DeleteProcessLane
-from deletion_service.delete_phase.execute import Executor, RateLimiter
-from deletion_service.delete_phase.gather import FactGatherer
-from deletion_service.delete_phase.offload_lane import OffloadLane
-from deletion_service.delete_phase.outcomes import SyncOutcome, outward
+from deletion_service.delete_phase.consumer.worker import DeletePhaseWorker, Hooks, Limits, Settled
+from deletion_service.delete_phase.offload.lane import OffloadLane
 from deletion_service.delete_phase.pipeline import DeletePipeline
-from deletion_service.delete_phase.worker import DeletePhaseWorker, Hooks, Limits, Settled
+from deletion_service.delete_phase.process.child import DeleteProcess, DeleteProcessSpec
+from deletion_service.delete_phase.process.lane import DeleteProcessLane
+from deletion_service.delete_phase.rules.decision import Action, Policy
+from deletion_service.delete_phase.rules.outcomes import SyncOutcome, outward
+from deletion_service.delete_phase.storage.breaker import Breaker, Breakers
+from deletion_service.delete_phase.storage.execute import Executor, RateLimiter
+from deletion_service.delete_phase.storage.gather import FactGatherer
 from deletion_service.metrics import DeletionMetrics
-from deletion_service.model import DeleteLedgerPayload, LedgerType, PendingDeleteLedgerInfo, Reason
-from deletion_service.namespaces import cross_namespace, namespace_exists
-from deletion_service.publisher import RequestPublisher
-from deletion_service.topics import DeletionTopics, namespace_of_topic, namespace_topics
+from deletion_service.protocol.request import DeleteLedgerPayload, LedgerType, PendingDeleteLedgerInfo, Reason
+from deletion_service.protocol.scope import cross_namespace, namespace_exists
+from deletion_service.protocol.topics import DeletionTopics, namespace_of_topic, namespace_topics
 from metastore.interface import MetadataStore
 from offloaders.registry import OffloaderSettings
 
@@ -106,7 +106,7 @@ class LedgerDeletionService:
         self._consumers: list = []
         self._sync_lock = threading.Lock()
         self.audit = audit  # every settled request gets one record (``deletion_service/audit/``)
-        #: BookKeeper requests decided in a child process (``delete_phase/delete_process.py``); None: here
+        #: BookKeeper requests decided in a child process (``delete_phase/process/child.py``); None: here
         self.delete_process = delete_process
         #: ``run --tenant``/``--namespace``: the namespaces this daemon may act for (None: all)
         self.restricted_to: Callable[[str], bool] | None = None

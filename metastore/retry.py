@@ -10,7 +10,7 @@ the same brief pauses (0.2 s, then 0.4 s) that used to ride out a reconnect.
 Every in-process retry of a storage call is this policy, told what is
 transient (``on``) and how many tries (``attempts``): metadata reads
 (:func:`read_retry`) and the delete phase's storage calls, which count the
-object store's transient error too (``deletion_service.delete_phase.storage_retry``).  One exception, below
+object store's transient error too (``deletion_service.delete_phase.storage.retry``).  One exception, below
 this module: ``MetadataStore._reread`` (``interface.py``, which this module
 imports) reads back an in-doubt delete with the same pauses over five tries.
 

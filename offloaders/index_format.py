@@ -19,7 +19,7 @@ Upstream (``tiered-storage/jcloud`` and ``tiered-storage/file-system``) writes:
 The embedded protobuf messages are decoded with the project's own codecs in
 :mod:`metastore.formats`, the same ones that read ledger znodes and
 managed-ledger nodes.  This module only reads: whether what it read proves
-anything is judged by the delete phase (``delete_phase/verify_offload.py``),
+anything is judged by the delete phase (``delete_phase/rules/verify_offload.py``),
 and the writers for fixtures live in :mod:`deletion_service.testing`.
 """
 

@@ -12,7 +12,7 @@ Deleting them safely takes four steps, each a method here:
    UUID in a message must never delete another ledger's data.  An offloader
    only reports :class:`IndexFacts`; whether they prove the objects belong to
    the request's ledger and topic is the delete phase's judgement
-   (``deletion_service/delete_phase/verify_offload.py``);
+   (``deletion_service/delete_phase/rules/verify_offload.py``);
 4. delete, where an object already gone counts as success (the delete phase is
    retried and must be idempotent).
 

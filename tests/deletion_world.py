@@ -19,8 +19,8 @@ import pulsar
 from deletion_service.broker.pulsar_client import PulsarBrokerClient
 from deletion_service.cluster_writer import ClusterWriter
 from deletion_service.config import DeletionConfig
-from deletion_service.delete_phase.worker import DeletePhaseWorker, Settled
-from deletion_service.model import PendingDeleteLedgerInfo
+from deletion_service.delete_phase.consumer.worker import DeletePhaseWorker, Settled
+from deletion_service.protocol.request import PendingDeleteLedgerInfo
 from deletion_service.service import LedgerDeletionService
 from deletion_service.testing.offload_objects import (
     build_index_v1,

@@ -1,6 +1,6 @@
 """An independent judge of deletion safety: it reads the stores itself and never asks the product.
 
-The delete phase decides "still referenced?" with ``delete_phase/gather.py``
+The delete phase decides "still referenced?" with ``delete_phase/storage/gather.py``
 and ``references.py``; a checker that called those would share their bugs.
 So this module walks the metadata tree on its own (``/managed-ledgers`` four
 levels down, cursors under each managed ledger, ``/schemas`` three levels
@@ -9,7 +9,7 @@ znode), lists the offload bucket, and computes its own reference set from the
 DESIGN's "What references a ledger".  It borrows only the wire codecs of
 ``metastore.formats`` (decoding bytes is not a decision) and the store's
 ``get``/``children`` calls; in particular it never imports
-``deletion_service.reference_model``: the compacted and delayed-bucket rules
+``deletion_service.protocol.references``: the compacted and delayed-bucket rules
 below are spelled here again from the design.
 
 The kinds it knows: listed (and offloaded) ledgers, cursor ledgers, schema

@@ -11,7 +11,7 @@ their sizes: the audit trails say the copy was deleted twice, and ``deleted_tota
 BookKeeper znodes, not for offloaded copies.)
 
 Fixed: duplicates in one batch delete the copy once (the twins settle ``absent``), and the delete runs
-under a claim in the metadata store (``deletion_service/delete_phase/offload_claims.py``): the replica
+under a claim in the metadata store (``deletion_service/delete_phase/storage/offload_claims.py``): the replica
 that does not hold it defers its request, untried, and records ``absent`` when it comes back (so a
 duplicate's first record may be ``reconsumed``: the wait below counts only final ones; the assertions are
 the attack's).

@@ -25,7 +25,7 @@ from deletion_service.audit.verify import verify
 from deletion_service.audit.wiring import daemon_writer
 from deletion_service.audit.writer import AuditWriter
 from deletion_service.cluster_writer import pulsar_custom_metadata
-from deletion_service.model import DeleteLedgerPayload
+from deletion_service.protocol.request import DeleteLedgerPayload
 from deletion_service.service import SyncOutcome
 from metastore import open_store
 from metastore.formats import LedgerInfo, ledger_path

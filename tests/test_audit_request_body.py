@@ -10,10 +10,10 @@ import random
 
 from deletion_service.audit import record
 from deletion_service.audit.record import Entry
-from deletion_service.delete_phase.decision import Action, Verdict
-from deletion_service.delete_phase.facts import Evidence
-from deletion_service.delete_phase.outcomes import Outcome
-from deletion_service.model import LedgerComponent, PendingDeleteLedgerInfo, Reason, decode
+from deletion_service.delete_phase.rules.decision import Action, Verdict
+from deletion_service.delete_phase.rules.facts import Evidence
+from deletion_service.delete_phase.rules.outcomes import Outcome
+from deletion_service.protocol.request import LedgerComponent, PendingDeleteLedgerInfo, Reason, decode
 from metastore.formats import schema_id
 
 NAMES = ["orders", "ordres-été", "日本語", "a%2Fb", "with space", "quote\"d", "back\\slash", "emoji-🙂", "x" * 200]

@@ -9,10 +9,10 @@ from collections.abc import Iterator
 import pytest
 
 from deletion_service.broker.interface import BrokerClient, BrokerError, Consumer, Outgoing, Producer
+from deletion_service.broker.publisher import RequestPublisher
 from deletion_service.broker.pulsar_client import SEND_WINDOW, PulsarBrokerClient
-from deletion_service.model import PendingDeleteLedgerInfo, decode
-from deletion_service.publisher import RequestPublisher
-from deletion_service.topics import DeletionTopics
+from deletion_service.protocol.request import PendingDeleteLedgerInfo, decode
+from deletion_service.protocol.topics import DeletionTopics
 from tests.harness import PulsarLiteBroker
 
 

@@ -1,6 +1,6 @@
 """Fuzz the consumer's decode path, as the admin API is fuzzed with schemathesis.
 
-Two layers: hypothesis drives :func:`deletion_service.model.decode` with
+Two layers: hypothesis drives :func:`deletion_service.protocol.request.decode` with
 thousands of hostile payloads (random bytes, deep nesting, huge numbers, wrong
 types, invalid UTF-8, near-valid requests with one field broken) and requires
 that it returns a request or raises ``InvalidRequest`` — nothing else; then a
@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deletion_service.cluster_writer import pulsar_custom_metadata
-from deletion_service.model import InvalidRequest, decode
+from deletion_service.protocol.request import InvalidRequest, decode
 from metastore import open_store
 from metastore.formats import LedgerInfo, Position
 from tests.deletion_world import World, make_world, now_ms

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from deletion_service.config import DeletionConfig
 from deletion_service.embedded.broker import EmbeddedBroker, pids_serving, stop_pid
-from deletion_service.topics import DeletionTopics
+from deletion_service.protocol.topics import DeletionTopics
 from tests.deletion_world import GARBAGE, send_raw
 from tests.harness import free_port, wait_until
 from tests.test_daemon_cli import _answers, _start_daemon

@@ -10,9 +10,9 @@ look ran and subscribed: without it the ledger stays and the wait times out.
 from __future__ import annotations
 
 from deletion_service.cluster_writer import pulsar_custom_metadata
-from deletion_service.daemon import Daemon
+from deletion_service.daemon.run import Daemon
 from deletion_service.inflight import MetricsBacklog
-from deletion_service.namespaces import discover
+from deletion_service.protocol.scope import discover
 from metastore import open_store
 from tests.deletion_world import make_world, request
 from tests.harness import PulsarLiteBroker, wait_until

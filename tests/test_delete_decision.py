@@ -7,11 +7,18 @@ from dataclasses import fields, replace
 
 import pytest
 
-from deletion_service.delete_phase import decision
-from deletion_service.delete_phase.decision import Action, Kind, Policy, Verdict
-from deletion_service.delete_phase.facts import BookKeeperFact, DeleteResult, DeleteStatus, Evidence, Facts, OffloadFact
-from deletion_service.delete_phase.outcomes import Outcome, outcome_of
-from deletion_service.model import InvalidRequest, PendingDeleteLedgerInfo, decode
+from deletion_service.delete_phase.rules import decision
+from deletion_service.delete_phase.rules.decision import Action, Kind, Policy, Verdict
+from deletion_service.delete_phase.rules.facts import (
+    BookKeeperFact,
+    DeleteResult,
+    DeleteStatus,
+    Evidence,
+    Facts,
+    OffloadFact,
+)
+from deletion_service.delete_phase.rules.outcomes import Outcome, outcome_of
+from deletion_service.protocol.request import InvalidRequest, PendingDeleteLedgerInfo, decode
 from metastore.formats import (
     LedgerMetadata,
 )

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from deletion_service.cluster_writer import pulsar_custom_metadata
-from deletion_service.delete_phase.breaker import TargetBreakers
+from deletion_service.delete_phase.storage.breaker import TargetBreakers
 from metastore import open_store
 from offloaders.allow_list import AllowList
 from offloaders.registry import OffloaderSettings

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from deletion_service.cluster_writer import pulsar_custom_metadata, schema_custom_metadata
-from deletion_service.delete_phase.dispose import DLQ_PAYLOAD_BASE64, DLQ_REASON
-from deletion_service.model import InvalidRequest, PendingDeleteLedgerInfo, decode
+from deletion_service.delete_phase.consumer.copies import DLQ_PAYLOAD_BASE64, DLQ_REASON
+from deletion_service.protocol.request import InvalidRequest, PendingDeleteLedgerInfo, decode
 from metastore import open_store
 from metastore.formats import LedgerInfo, Position, schema_id
 from tests.deletion_world import DAY_MS, S3Bucket, World, make_world, now_ms, read_dlq, request

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from deletion_service.delete_phase.delete_process_choice import usable_cpus, use_delete_process
+from deletion_service.delete_phase.process.choice import usable_cpus, use_delete_process
 from deletion_service.errors import UsageError
 from tests.harness import PulsarLiteBroker, wait_until
 from tests.replicas_world import Replica, ReplicaWorld

@@ -16,15 +16,15 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from deletion_service.broker.copy_publisher import CopyPublisher
 from deletion_service.broker.interface import BrokerError, Consumer, Outgoing, Received
-from deletion_service.delete_phase.decision import Action, Policy, Verdict
-from deletion_service.delete_phase.dispose import RECONSUMETIMES
-from deletion_service.delete_phase.facts import BookKeeperFact, DeleteResult, DeleteStatus, Facts, OffloadFact
+from deletion_service.broker.publisher import CopyPublisher
+from deletion_service.delete_phase.consumer.copies import RECONSUMETIMES
+from deletion_service.delete_phase.consumer.worker import DeletePhaseWorker, Limits
 from deletion_service.delete_phase.pipeline import DeleteExecutor, DeletePipeline, Gatherer
-from deletion_service.delete_phase.worker import DeletePhaseWorker, Limits
+from deletion_service.delete_phase.rules.decision import Action, Policy, Verdict
+from deletion_service.delete_phase.rules.facts import BookKeeperFact, DeleteResult, DeleteStatus, Facts, OffloadFact
 from deletion_service.metrics import DeletionMetrics
-from deletion_service.model import PendingDeleteLedgerInfo
+from deletion_service.protocol.request import PendingDeleteLedgerInfo
 from metastore.formats import LedgerMetadata
 
 ML = {"application": b"pulsar", "component": b"managed-ledger", "pulsar/managed-ledger": b"t/ns/persistent/x"}

@@ -14,7 +14,7 @@ from kazoo.client import KazooClient
 
 from deletion_service.admin.deps import AdminDeps
 from deletion_service.cluster_writer import pulsar_custom_metadata
-from deletion_service.delete_phase.breaker import PROBE_EVERY_S, Breaker, Breakers
+from deletion_service.delete_phase.storage.breaker import PROBE_EVERY_S, Breaker, Breakers
 from deletion_service.inflight import NoBacklog
 from metastore import open_store
 from tests.deletion_world import make_world, request

@@ -33,7 +33,7 @@ from deletion_service.config import DeletionConfig
 from deletion_service.embedded.broker import EmbeddedBroker, stop_pid
 from deletion_service.orphans.push import JOB, push_summary
 from deletion_service.orphans.summary import ScanSummary
-from deletion_service.topics import DeletionTopics
+from deletion_service.protocol.topics import DeletionTopics
 from metastore import open_store
 from tests.cli_runner import run_cli
 from tests.deletion_world import GARBAGE, send_raw

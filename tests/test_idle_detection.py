@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from deletion_service.cluster_writer import pulsar_custom_metadata
-from deletion_service.daemon import QUIET_S, Daemon
-from deletion_service.delete_phase.ack_tally import AckTally
+from deletion_service.daemon.run import QUIET_S, Daemon
+from deletion_service.delete_phase.consumer.ack_tally import AckTally
 from deletion_service.inflight import BacklogSource, MetricsBacklog
 from metastore import open_store
 from tests.deletion_world import make_world, request

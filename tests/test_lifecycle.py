@@ -1,4 +1,4 @@
-"""The delete phase's message lifecycle (``delete_phase/lifecycle.py``), row by row, without servers.
+"""The delete phase's message lifecycle (``delete_phase/rules/lifecycle.py``), row by row, without servers.
 
 The table is pure, so it is tested the way h11 tests its state machine: every
 legal event moves to the stage its row names, every other event raises, and
@@ -12,9 +12,10 @@ import itertools
 import pytest
 
 from deletion_service.broker.interface import Received
-from deletion_service.delete_phase import decision, lifecycle
-from deletion_service.delete_phase.decision import Action, Kind, Policy, Verdict
-from deletion_service.delete_phase.lifecycle import (
+from deletion_service.delete_phase.consumer.not_yet_due import NotYetDue
+from deletion_service.delete_phase.rules import decision, lifecycle
+from deletion_service.delete_phase.rules.decision import Action, Kind, Policy, Verdict
+from deletion_service.delete_phase.rules.lifecycle import (
     TERMINAL,
     TRANSITIONS,
     Disposal,
@@ -23,8 +24,7 @@ from deletion_service.delete_phase.lifecycle import (
     Stage,
     Step,
 )
-from deletion_service.delete_phase.not_yet_due import NotYetDue
-from deletion_service.delete_phase.outcomes import Outcome, SyncOutcome, outward
+from deletion_service.delete_phase.rules.outcomes import Outcome, SyncOutcome, outward
 
 _ids = itertools.count()
 

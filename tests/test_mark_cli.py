@@ -16,7 +16,7 @@ import pytest
 from deletion_service.cluster_writer import ClusterWriter, pulsar_custom_metadata
 from deletion_service.embedded.broker import EmbeddedBroker
 from deletion_service.failpoints import ENV as FAILPOINTS
-from deletion_service.model import decode
+from deletion_service.protocol.request import decode
 from metastore import ABSENT, MetadataStore, open_store
 from metastore.formats import Position, decode_managed_ledger, managed_ledger_path
 from tests.cli_runner import run_cli

@@ -1,4 +1,4 @@
-"""Claims on offloaded copies (``deletion_service/delete_phase/offload_claims.py``): of every daemon and thread
+"""Claims on offloaded copies (``deletion_service/delete_phase/storage/offload_claims.py``): of every daemon and thread
 holding a request for one copy, one deletes it (issue 30's attack, ``test_attack30_offload_twice.py``).
 
 Real stores: ZooKeeper (a chroot per test) and the embedded SQLite store for the claims themselves, real
@@ -20,11 +20,11 @@ from http.server import BaseHTTPRequestHandler
 import boto3
 import pytest
 
-from deletion_service.delete_phase.decision import Action as DecidedAction
-from deletion_service.delete_phase.decision import Kind, Policy, Verdict, settle_delete
-from deletion_service.delete_phase.execute import Executor
-from deletion_service.delete_phase.facts import DeleteResult, DeleteStatus, Facts, OffloadFact
-from deletion_service.delete_phase.offload_claims import CLAIMS_ROOT, Busy, Claim, OffloadClaims, claim_name
+from deletion_service.delete_phase.rules.decision import Action as DecidedAction
+from deletion_service.delete_phase.rules.decision import Kind, Policy, Verdict, settle_delete
+from deletion_service.delete_phase.rules.facts import DeleteResult, DeleteStatus, Facts, OffloadFact
+from deletion_service.delete_phase.storage.execute import Executor
+from deletion_service.delete_phase.storage.offload_claims import CLAIMS_ROOT, Busy, Claim, OffloadClaims, claim_name
 from metastore import open_store
 from metastore.interface import ABSENT, MetadataStore
 from offloaders.interface import OffloadTarget

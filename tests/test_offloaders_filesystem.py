@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from deletion_service.delete_phase.verify_offload import IndexCheck, IndexExpectation, Verification
-from deletion_service.delete_phase.verify_offload_io import verify_offloaded_copy
+from deletion_service.delete_phase.rules.verify_offload import IndexCheck, IndexExpectation, Verification
+from deletion_service.delete_phase.storage.offload_index import verify_offloaded_copy
 from deletion_service.testing.offload_objects import build_mapfile_data, pulsar_ledger_metadata
 from offloaders import (
     ObjectDeleteOutcome,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from deletion_service.delete_phase.verify_offload import (
+from deletion_service.delete_phase.rules.verify_offload import (
     IndexExpectation,
     Verification,
     judge_segment,

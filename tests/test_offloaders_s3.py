@@ -14,8 +14,8 @@ from collections.abc import Iterator
 import boto3
 import pytest
 
-from deletion_service.delete_phase.verify_offload import IndexCheck, IndexExpectation, Verification
-from deletion_service.delete_phase.verify_offload_io import verify_offloaded_copy
+from deletion_service.delete_phase.rules.verify_offload import IndexCheck, IndexExpectation, Verification
+from deletion_service.delete_phase.storage.offload_index import verify_offloaded_copy
 from deletion_service.testing.offload_objects import (
     build_index_v1,
     build_index_v2,

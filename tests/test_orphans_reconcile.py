@@ -16,7 +16,7 @@ from deletion_service.orphans import schemas
 from deletion_service.orphans.reconcile import age_buckets, reconcile, summarize
 from deletion_service.orphans.summary import MISSING_SHOWN, ReportData
 from deletion_service.orphans.tables import Inventories, Results
-from deletion_service.reference_model import ledger_kind
+from deletion_service.protocol.references import ledger_kind
 from tests import orphan_reference as ref
 
 NOW = 1_700_000_000_000

@@ -20,8 +20,8 @@ from deletion_service.cluster_writer import ClusterWriter, pulsar_custom_metadat
 from deletion_service.config import DEFAULT_TOPIC, DeletionConfig
 from deletion_service.embedded.broker import EmbeddedBroker, stop_pid
 from deletion_service.errors import UserError
-from deletion_service.model import decode
-from deletion_service.topics import DeletionTopics
+from deletion_service.protocol.request import decode
+from deletion_service.protocol.topics import DeletionTopics
 from metastore import MetadataStore, open_store
 from metastore.formats import Position, decode_managed_ledger, managed_ledger_path
 from tests.cli_runner import run_cli

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from deletion_service.reference_model import (
+from deletion_service.protocol.references import (
     LedgerKind,
     ReferenceKind,
     TopicMetadata,

@@ -5,7 +5,7 @@ Pulsar writes (data, offloaded copy, cursor, schema, compacted live / orphaned /
 compaction cursor kept in a cursor ledger, delayed-delivery bucket live / orphaned) and is
 then asked three ways:
 
-* the model itself (:mod:`deletion_service.reference_model`), over nodes this test decodes;
+* the model itself (:mod:`deletion_service.protocol.references`), over nodes this test decodes;
 * the scan: its Spark inventory (``pulsar_references``, ``bk_ledgers``, ``offloaded_objects``)
   and its reconciliation (orphans at a min age of 0);
 * the delete phase: ``FactGatherer.gather`` (whose ``_Owner.references`` is the model's) for a
@@ -32,8 +32,7 @@ from deletion_service.cluster_writer import (
     pulsar_custom_metadata,
     schema_custom_metadata,
 )
-from deletion_service.delete_phase.gather import FactGatherer
-from deletion_service.model import PendingDeleteLedgerInfo
+from deletion_service.delete_phase.storage.gather import FactGatherer
 from deletion_service.orphans.inventory import (
     InventoryError,
     OffloadScope,
@@ -45,11 +44,12 @@ from deletion_service.orphans.inventory import (
 )
 from deletion_service.orphans.reconcile import reconcile
 from deletion_service.orphans.tables import Inventories
-from deletion_service.reference_model import (
+from deletion_service.protocol.references import (
     DELAYED_BUCKET_PREFIX,
     TopicMetadata,
     UnreadableReference,
 )
+from deletion_service.protocol.request import PendingDeleteLedgerInfo
 from metastore import MetadataStore, open_store
 from metastore.formats import (
     LedgerInfo,

@@ -29,7 +29,7 @@ from deletion_service.cluster_writer import (
 from deletion_service.cursor.ack_budget import PersistBudget
 from deletion_service.cursor.reset import reset_stored_cursor
 from deletion_service.mark_phase.trim import trim
-from deletion_service.model import PendingDeleteLedgerInfo
+from deletion_service.protocol.request import PendingDeleteLedgerInfo
 from metastore import open_store
 from metastore.formats import (
     LedgerInfo,

@@ -27,7 +27,7 @@ import pytest
 from deletion_service.cluster_writer import ClusterWriter, pulsar_custom_metadata
 from deletion_service.config import DeletionConfig
 from deletion_service.embedded.broker import EmbeddedBroker, pids_serving, stop_pid
-from deletion_service.topics import DeletionTopics, namespace_topics
+from deletion_service.protocol.topics import DeletionTopics, namespace_topics
 from metastore import open_store
 from metastore.formats import ledger_path
 from tests.cli_runner import CliResult, run_cli

@@ -1,8 +1,8 @@
 """Fuzz the DLQ readers and message properties (issue 27, findings 3 and 4), as test_consumer_fuzz does decode.
 
 Two layers.  Hypothesis drives the pure readers with hostile bytes and properties: a parked message's
-listing (:func:`deletion_service.dlq.entry`, and the admin API's response model over it), the marker
-check and the sorting of a DLQ into parked and settled (:func:`deletion_service.dlq.sort_out`), and
+listing (:func:`deletion_service.dlq.operations.entry`, and the admin API's response model over it), the marker
+check and the sorting of a DLQ into parked and settled (:func:`deletion_service.dlq.operations.sort_out`), and
 the copies the daemon makes of what it receives (``dispose.dead_letter_copy``/``retry_copy``).  Each
 must never raise, and nothing but a marker this tool signed may hide a message.  Then a few hundred
 hostile messages go through the real broker: straight into the DLQ, and as requests through the real
@@ -27,10 +27,10 @@ from deletion_service.admin.schemas import DlqEntryModel
 from deletion_service.broker.interface import Received
 from deletion_service.cluster_writer import ClusterWriter
 from deletion_service.config import DeletionConfig
-from deletion_service.delete_phase import dispose
-from deletion_service.dlq import entry, sort_out
-from deletion_service.dlq_marker import MarkerKey
-from deletion_service.topics import DeletionTopics, namespace_topics
+from deletion_service.delete_phase.consumer import copies as dispose
+from deletion_service.dlq.marker import MarkerKey
+from deletion_service.dlq.operations import entry, sort_out
+from deletion_service.protocol.topics import DeletionTopics, namespace_topics
 from metastore import open_store
 from tests.test_consumer_fuzz import hostile as hostile_requests
 from tests.test_consumer_fuzz import json_values

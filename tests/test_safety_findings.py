@@ -19,8 +19,7 @@ from collections.abc import Iterator
 import pytest
 
 from deletion_service.cluster_writer import pulsar_custom_metadata, schema_custom_metadata
-from deletion_service.delete_phase.decision import Verdict
-from deletion_service.delete_phase.dispose import (
+from deletion_service.delete_phase.consumer.copies import (
     DELAY_TIME,
     DLQ_PAYLOAD_SHA256,
     DLQ_PAYLOAD_SIZE,
@@ -29,8 +28,9 @@ from deletion_service.delete_phase.dispose import (
     MAX_DLQ_BODY,
     RECONSUMETIMES,
 )
+from deletion_service.delete_phase.rules.decision import Verdict
 from deletion_service.mark_phase.trim import one_at_a_time, trim
-from deletion_service.model import PendingDeleteLedgerInfo, decode_payload
+from deletion_service.protocol.request import PendingDeleteLedgerInfo, decode_payload
 from deletion_service.service import SyncOutcome
 from deletion_service.testing.offload_objects import build_index_v1, encode_ledger_metadata_format
 from metastore import open_store
@@ -341,7 +341,7 @@ def test_a_failing_publish_is_bounded_and_shows_in_metrics_and_readiness(world: 
     (the broker stays up for acks and reads)."""
     from deletion_service.admin.deps import _dispositions_flowing
     from deletion_service.broker.interface import BrokerError
-    from deletion_service.delete_phase import disposer as disposer_mod
+    from deletion_service.delete_phase.consumer import disposer as disposer_mod
 
     world.start()
     worker = world.worker

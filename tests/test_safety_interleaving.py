@@ -71,6 +71,7 @@ import pulsar
 import pytest
 
 from deletion_service.broker.interface import BrokerError, Producer
+from deletion_service.broker.publisher import RequestPublisher
 from deletion_service.broker.pulsar_client import PulsarBrokerClient
 from deletion_service.cluster_writer import (
     ClusterWriter,
@@ -81,16 +82,15 @@ from deletion_service.cluster_writer import (
 )
 from deletion_service.cursor.errors import CursorVersionConflictError
 from deletion_service.cursor.reset import InvalidResetPosition, reset_stored_cursor
-from deletion_service.daemon import Daemon
-from deletion_service.delete_phase.worker import Settled
-from deletion_service.dlq import snapshot as dlq_snapshot
-from deletion_service.dlq_marker import MarkerKey
+from deletion_service.daemon.run import Daemon
+from deletion_service.delete_phase.consumer.worker import Settled
+from deletion_service.dlq.marker import MarkerKey
+from deletion_service.dlq.operations import snapshot as dlq_snapshot
 from deletion_service.errors import EXIT_OK
 from deletion_service.inflight import MetricsBacklog
 from deletion_service.mark_phase.trim import TrimRefused, TrimResult, one_at_a_time, trim
-from deletion_service.model import PendingDeleteLedgerInfo
-from deletion_service.publisher import RequestPublisher
-from deletion_service.topics import DeletionTopics
+from deletion_service.protocol.request import PendingDeleteLedgerInfo
+from deletion_service.protocol.topics import DeletionTopics
 from metastore import MetadataStore, open_store
 from metastore.formats import (
     LedgerInfo,

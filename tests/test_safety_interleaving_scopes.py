@@ -4,7 +4,7 @@ One run, namespace scope (``ledgerDeletionTopicScope = "namespace"``), two tenan
 ``t2-…/ns``, unique per run), each with two topics, everything real: ZooKeeper (metadata and
 BookKeeper's tree in their own chroots), pulsar-lite, moto_server with two buckets, the real
 ``Daemon`` over ``LedgerDeletionService`` serving both namespaces, the real ``trim`` and
-``reset_stored_cursor``, and the DLQ library functions (``deletion_service.dlq``: list, requeue,
+``reset_stored_cursor``, and the DLQ library functions (``deletion_service.dlq.operations``: list, requeue,
 purge) called as the CLI calls them, by concurrent "operators".
 
 Each round a quiet "broker" step grows some topics: new ledgers, an unlisted orphan (requested by
@@ -50,24 +50,23 @@ from typing import Any
 
 import pytest
 
-from deletion_service import dlq
 from deletion_service.broker.interface import Producer
+from deletion_service.broker.publisher import RequestPublisher
 from deletion_service.broker.pulsar_client import PulsarBrokerClient
 from deletion_service.cluster_writer import ClusterWriter, pulsar_custom_metadata
 from deletion_service.cursor.errors import CursorVersionConflictError
 from deletion_service.cursor.reset import InvalidResetPosition, reset_stored_cursor
-from deletion_service.daemon import Daemon
-from deletion_service.delete_phase.worker import Settled
-from deletion_service.dlq_marker import MarkerKey
+from deletion_service.daemon.run import Daemon
+from deletion_service.delete_phase.consumer.worker import Settled
+from deletion_service.dlq import operations as dlq
+from deletion_service.dlq.marker import MarkerKey
 from deletion_service.errors import EXIT_OK
 from deletion_service.inflight import MetricsBacklog
 from deletion_service.mark_phase.trim import TrimResult, one_at_a_time, trim
-from deletion_service.model import PendingDeleteLedgerInfo, decode, encode
-from deletion_service.namespaces import discover
-from deletion_service.publisher import RequestPublisher
-from deletion_service.served import everything_served
+from deletion_service.protocol.request import PendingDeleteLedgerInfo, decode, encode
+from deletion_service.protocol.scope import discover, everything_served
+from deletion_service.protocol.topics import DeletionTopics
 from deletion_service.testing.offload_objects import build_index_v2, encode_ledger_info
-from deletion_service.topics import DeletionTopics
 from metastore import MetadataStore, open_store
 from metastore.formats import (
     LedgerInfo,

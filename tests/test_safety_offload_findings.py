@@ -23,9 +23,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from deletion_service.delete_phase.dispose import DLQ_REASON
+from deletion_service.delete_phase.consumer.copies import DLQ_REASON
 from deletion_service.mark_phase.trim import one_at_a_time, trim
-from deletion_service.model import PendingDeleteLedgerInfo
+from deletion_service.protocol.request import PendingDeleteLedgerInfo
 from deletion_service.testing.offload_objects import build_index_v2, encode_ledger_info
 from metastore import open_store
 from metastore.formats import LedgerInfo, OffloadContext, OffloadSegment, Position, managed_ledger_name

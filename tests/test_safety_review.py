@@ -13,13 +13,13 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from deletion_service import dlq
 from deletion_service.audit.topic_check import compare
 from deletion_service.broker.interface import display_message_id
 from deletion_service.broker.pulsar_client import PulsarBrokerClient
 from deletion_service.cluster_writer import pulsar_custom_metadata
-from deletion_service.dlq_marker import MarkerKey
-from deletion_service.topics import DeletionTopics
+from deletion_service.dlq import operations as dlq
+from deletion_service.dlq.marker import MarkerKey
+from deletion_service.protocol.topics import DeletionTopics
 from metastore import open_store
 from metastore.interface import ABSENT
 from tests.cli_runner import run_cli

@@ -4,7 +4,7 @@ only a byte-identical message under the same id on the same topic, and only whil
 from __future__ import annotations
 
 from deletion_service.broker.interface import Received
-from deletion_service.delete_phase.settled_recently import SettledRecently
+from deletion_service.delete_phase.consumer.settled_recently import SettledRecently
 
 
 def _msg(data: bytes = b"request", message_id: str = "7:3:0:-1", topic: str = "persistent://t/n/a") -> Received:

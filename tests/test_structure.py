@@ -228,6 +228,6 @@ def test_every_verdict_is_chosen_in_the_decision_table() -> None:
     """``decision.py`` promises that every delete-phase decision lives there: no other module builds an
     :class:`Action` (the worker once chose cross-namespace → DLQ, lane full → reconsume and a placeholder
     ``"undecided"`` itself).  They call the table's functions instead."""
-    home = ROOT / "deletion_service" / "delete_phase" / "decision.py"
+    home = ROOT / "deletion_service" / "delete_phase" / "rules" / "decision.py"
     outside = [hit for path in MODULES.values() if path != home for hit in _constructs(path, {"Action"})]
     assert outside == []

@@ -21,7 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 MODULES = sorted((ROOT / "deletion_service" / "cursor").glob("*.py")) + sorted(
-    (ROOT / "deletion_service").glob("daemon*.py"))
+    (ROOT / "deletion_service" / "daemon").glob("*.py"))
 
 
 def _private(name: str) -> bool:

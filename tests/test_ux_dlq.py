@@ -20,13 +20,13 @@ from pathlib import Path
 import pulsar
 import pytest
 
+from deletion_service.broker.publisher import RequestPublisher
 from deletion_service.broker.pulsar_client import PulsarBrokerClient
 from deletion_service.cluster_writer import ClusterWriter
 from deletion_service.config import DeletionConfig
 from deletion_service.embedded.broker import EmbeddedBroker, stop_pid
-from deletion_service.model import PendingDeleteLedgerInfo
-from deletion_service.publisher import RequestPublisher
-from deletion_service.topics import DeletionTopics
+from deletion_service.protocol.request import PendingDeleteLedgerInfo
+from deletion_service.protocol.topics import DeletionTopics
 from metastore import open_store
 from tests.cli_runner import CliResult, run_cli
 from tests.harness import free_port, wait_until

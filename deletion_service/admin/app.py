@@ -39,12 +39,12 @@ from deletion_service.admin.request_body import check_text, json_body, read_capp
 from deletion_service.admin.schemas import Answer, DlqEntryModel, ReadyAnswer, payload_schemas
 from deletion_service.admin.status import add_status_route
 from deletion_service.broker.interface import BrokerError
-from deletion_service.dlq import Selection, list_dlq
-from deletion_service.dlq_marker import MarkerKey
+from deletion_service.dlq.marker import MarkerKey
+from deletion_service.dlq.operations import Selection, list_dlq
+from deletion_service.dlq.reasons import PARKED_REASONS, unknown_reason
 from deletion_service.inflight import estimated_inflight
-from deletion_service.model import InvalidRequest, decode_payload
-from deletion_service.parked_reasons import PARKED_REASONS, unknown_reason
-from deletion_service.topics import DeletionTopics, namespace_topics
+from deletion_service.protocol.request import InvalidRequest, decode_payload
+from deletion_service.protocol.topics import DeletionTopics, namespace_topics
 from metastore.formats import parse_namespace
 
 _log = logging.getLogger("ledger_deletion.admin")
@@ -170,7 +170,7 @@ ReasonQuery = Annotated[str | None, Query(
 
 def _scoped(deps: AdminDeps, namespace: str | None) -> list[DeletionTopics] | JSONResponse:
     """Everything this daemon serves (every namespace's topics and the cluster's: see
-    :mod:`deletion_service.served`), or ``?namespace=``'s own; 400 for a name Pulsar would refuse."""
+    :mod:`deletion_service.protocol.scope`), or ``?namespace=``'s own; 400 for a name Pulsar would refuse."""
     if namespace is None:
         served = list(deps.service.served) if deps.service is not None else []
         return served or [deps.topics]

@@ -18,8 +18,8 @@ from prometheus_client import CollectorRegistry
 
 from deletion_service.broker.interface import BrokerClient
 from deletion_service.inflight import BacklogSource
+from deletion_service.protocol.topics import DeletionTopics
 from deletion_service.service import LedgerDeletionService
-from deletion_service.topics import DeletionTopics
 from metastore.interface import MetadataStore
 
 #: component name → ``None`` when reachable, else why not (one line, no secrets).

@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import Request
 from starlette.exceptions import HTTPException
 
-from deletion_service.model import DeleteLedgerPayload, InvalidRequest
+from deletion_service.protocol.request import DeleteLedgerPayload, InvalidRequest
 
 
 async def read_capped(request: Request, limit: int) -> bytes:

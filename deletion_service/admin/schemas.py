@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from deletion_service.admin.outcomes import HttpOutcome
-from deletion_service.model import DeleteLedgerPayload
+from deletion_service.protocol.request import DeleteLedgerPayload
 
 REF = "#/components/schemas/{model}"
 _ENTITY = "[-=:.A-Za-z0-9_]+"

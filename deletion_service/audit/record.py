@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from deletion_service.broker.interface import Received, display_message_id
-from deletion_service.delete_phase.decision import Action
-from deletion_service.delete_phase.facts import Evidence
-from deletion_service.delete_phase.outcomes import Outcome
-from deletion_service.model import PendingDeleteLedgerInfo
+from deletion_service.delete_phase.rules.decision import Action
+from deletion_service.delete_phase.rules.facts import Evidence
+from deletion_service.delete_phase.rules.outcomes import Outcome
+from deletion_service.protocol.request import PendingDeleteLedgerInfo
 
 #: Every record's keys, in the order a line spells them.
 FIELDS = ("seq", "at", "daemon", "request", "outcome", "reason", "evidence", "prev")

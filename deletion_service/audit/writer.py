@@ -63,11 +63,11 @@ from typing import Any
 from deletion_service.audit import record, trail
 from deletion_service.audit.publish import TopicCopy
 from deletion_service.audit.record import Entry
-from deletion_service.delete_phase.decision import Action
-from deletion_service.delete_phase.disposer import RecordsNotWritten
-from deletion_service.delete_phase.outcomes import outward
-from deletion_service.delete_phase.worker import Settled
-from deletion_service.model import PendingDeleteLedgerInfo
+from deletion_service.delete_phase.consumer.disposer import RecordsNotWritten
+from deletion_service.delete_phase.consumer.worker import Settled
+from deletion_service.delete_phase.rules.decision import Action
+from deletion_service.delete_phase.rules.outcomes import outward
+from deletion_service.protocol.request import PendingDeleteLedgerInfo
 
 _log = logging.getLogger(__name__)
 

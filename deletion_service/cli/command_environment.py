@@ -28,7 +28,7 @@ from deletion_service.config import DeletionConfig
 from deletion_service.embedded.broker import BrokerInfo, EmbeddedBroker
 from deletion_service.errors import UserError
 from deletion_service.inflight import AdminRestBacklog, BacklogSource, MetricsBacklog, NoBacklog
-from deletion_service.topics import DeletionTopics
+from deletion_service.protocol.topics import DeletionTopics
 from metastore.formats import FormatError, read_layout
 from metastore.interface import MetadataStore
 from offloaders.registry import OffloaderSettings

@@ -19,14 +19,14 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from deletion_service.broker.interface import BrokerClient, BrokerError
+from deletion_service.broker.publisher import RequestPublisher
 from deletion_service.cli import ui
 from deletion_service.cli.options import CommonOptions
 from deletion_service.config import DeletionConfig
 from deletion_service.embedded.broker import EmbeddedBroker
 from deletion_service.errors import UsageError, UserError
-from deletion_service.namespaces import known_namespaces
-from deletion_service.publisher import RequestPublisher
-from deletion_service.topics import DeletionTopics
+from deletion_service.protocol.scope import known_namespaces
+from deletion_service.protocol.topics import DeletionTopics
 from metastore import MetadataStore, open_store
 from offloaders.allow_list import AllowList
 from offloaders.registry import OffloaderSettings

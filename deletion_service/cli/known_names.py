@@ -4,7 +4,7 @@ closest name that does.
 A scope that exists nowhere is a typo until proven otherwise: ``cursor health --tenant nobody``
 must not answer "all 0 cursors are fine", and ``enqueue`` for a topic nobody has must not look
 like any other send.  A namespace exists when Pulsar has its policies (``/admin/policies``) or
-its topics (``/managed-ledgers``), as :func:`deletion_service.namespaces.discover` reads them.
+its topics (``/managed-ledgers``), as :func:`deletion_service.protocol.scope.discover` reads them.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import difflib
 from collections.abc import Iterable
 
 from deletion_service.errors import UserError
-from deletion_service.namespaces import discover
+from deletion_service.protocol.scope import discover
 from metastore.formats import managed_ledger_path, parse_topic
 from metastore.formats.pulsar_paths import MANAGED_LEDGERS_ROOT, url_decode
 from metastore.interface import MetadataStore

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from deletion_service.errors import UsageError
-from deletion_service.topics import DeletionTopics, namespace_topics
+from deletion_service.protocol.topics import DeletionTopics, namespace_topics
 from metastore.formats import check_entity, parse_namespace, parse_topic
 
 #: Common options and whether each takes a value; accepted before or after the subcommand.

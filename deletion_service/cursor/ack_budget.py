@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from pyroaring import BitMap
 
-from deletion_service.reference_model import COMPACTED_LEDGER_PROPERTY
+from deletion_service.protocol.references import COMPACTED_LEDGER_PROPERTY
 from metastore.formats import BatchDeletionIndex, ManagedCursorInfo, MessageRange, Position
 from metastore.formats.cursor_info import cursor_to_proto
 

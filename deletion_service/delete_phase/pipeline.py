@@ -20,11 +20,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from deletion_service.delete_phase import decision
-from deletion_service.delete_phase.decision import Action, Kind, Policy
-from deletion_service.delete_phase.execute import DELETES
-from deletion_service.delete_phase.facts import DeleteResult, DeleteStatus, Evidence, Facts
-from deletion_service.model import PendingDeleteLedgerInfo
+from deletion_service.delete_phase.rules import decision
+from deletion_service.delete_phase.rules.decision import Action, Kind, Policy
+from deletion_service.delete_phase.rules.facts import DeleteResult, DeleteStatus, Evidence, Facts
+from deletion_service.delete_phase.storage.execute import DELETES
+from deletion_service.protocol.request import PendingDeleteLedgerInfo
 
 _log = logging.getLogger(__name__)
 

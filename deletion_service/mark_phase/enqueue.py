@@ -13,7 +13,7 @@ from pathlib import Path
 
 from deletion_service.broker.interface import BrokerError
 from deletion_service.errors import UserError
-from deletion_service.model import (
+from deletion_service.protocol.request import (
     InvalidRequest,
     LedgerComponent,
     LedgerType,

@@ -17,7 +17,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from deletion_service.model import LedgerComponent, LedgerType, OffloadContextRef, PendingDeleteLedgerInfo, Reason
+from deletion_service.protocol.request import (
+    LedgerComponent,
+    LedgerType,
+    OffloadContextRef,
+    PendingDeleteLedgerInfo,
+    Reason,
+)
 from metastore.formats import LedgerInfo, ManagedCursorInfo, ManagedLedgerInfo, OffloadContext, Position
 from offloaders.allow_list import FILESYSTEM_DRIVERS, normalize_driver
 

@@ -61,7 +61,7 @@ from deletion_service.broker.interface import BrokerError
 from deletion_service.errors import UserError
 from deletion_service.failpoints import failpoint
 from deletion_service.mark_phase import pick
-from deletion_service.model import PendingDeleteLedgerInfo
+from deletion_service.protocol.request import PendingDeleteLedgerInfo
 from metastore.formats import (
     FormatError,
     ManagedCursorInfo,

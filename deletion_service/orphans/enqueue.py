@@ -32,7 +32,10 @@ from typing import Any, assert_never
 
 from pyspark.sql import DataFrame
 
-from deletion_service.model import (
+from deletion_service.orphans.batching import batched
+from deletion_service.orphans.inventory.locations import OffloadScope
+from deletion_service.protocol.references import LedgerKind
+from deletion_service.protocol.request import (
     InvalidRequest,
     LedgerComponent,
     LedgerType,
@@ -40,9 +43,6 @@ from deletion_service.model import (
     Reason,
     decode_payload,
 )
-from deletion_service.orphans.batching import batched
-from deletion_service.orphans.inventory.locations import OffloadScope
-from deletion_service.reference_model import LedgerKind
 
 #: Requests built and sent per batch; progress is reported after each.
 BATCH_SIZE = 500

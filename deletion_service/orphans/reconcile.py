@@ -52,7 +52,7 @@ from deletion_service.orphans.summary import (
     ScanSummary,
 )
 from deletion_service.orphans.tables import Inventories, Results
-from deletion_service.reference_model import LedgerKind, ReferenceKind
+from deletion_service.protocol.references import LedgerKind, ReferenceKind
 from metastore.formats.custom_metadata import APPLICATION_PULSAR
 from metastore.formats.pulsar_paths import DOMAIN
 

@@ -19,7 +19,7 @@ from deletion_service.cli import options, settings
 from deletion_service.cli.command_environment import open_environment
 from deletion_service.clock_text import local_moment
 from deletion_service.cluster_writer import ClusterWriter
-from deletion_service.delete_phase.worker import Settled
+from deletion_service.delete_phase.consumer.worker import Settled
 from deletion_service.embedded.broker import EmbeddedBroker
 from deletion_service.errors import UserError
 from deletion_service.service import LedgerDeletionService

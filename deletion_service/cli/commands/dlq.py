@@ -1,9 +1,9 @@
 """``dlq list | requeue | purge``: the dead-letter queue of deletion requests.
 
-``list`` reads without taking anything (see :mod:`deletion_service.dlq`); ``purge`` and
+``list`` reads without taking anything (see :mod:`deletion_service.dlq.operations`); ``purge`` and
 ``requeue`` act on the requests a selection names — message ids as ``list`` prints them, or
 ``--reason``/``--older-than``, or ``--all`` — among those parked when the command starts.
-Without ``--namespace`` each reads every DLQ a daemon serves (:mod:`deletion_service.served`).
+Without ``--namespace`` each reads every DLQ a daemon serves (:mod:`deletion_service.protocol.scope`).
 A requeue sends a request back to the topic it was parked from, and never sends back by filter
 a refusal retrying cannot change (``cross-namespace``, ``invalid-request``, ``cannot-verify``).
 """
@@ -19,16 +19,16 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from deletion_service import dlq as dlq_mod
+from deletion_service.broker.publisher import RequestPublisher
 from deletion_service.cli import options, settings, ui
 from deletion_service.cli.command_environment import CommandEnvironment, open_environment
-from deletion_service.dlq_marker import MarkerKey
+from deletion_service.dlq import operations as dlq_mod
+from deletion_service.dlq.marker import MarkerKey
+from deletion_service.dlq.reasons import unknown_reason
 from deletion_service.errors import UsageError, UserError
 from deletion_service.orphans.scan_options import parse_duration
-from deletion_service.parked_reasons import unknown_reason
-from deletion_service.publisher import RequestPublisher
-from deletion_service.served import everything_served
-from deletion_service.topics import DeletionTopics
+from deletion_service.protocol.scope import everything_served
+from deletion_service.protocol.topics import DeletionTopics
 from metastore.interface import MetadataStoreError
 
 IdsArg = Annotated[list[str] | None, typer.Argument(

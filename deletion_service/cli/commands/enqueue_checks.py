@@ -15,7 +15,7 @@ from pathlib import Path
 from deletion_service.cli import connections, known_names, ui
 from deletion_service.cli.options import CommonOptions
 from deletion_service.config import DeletionConfig
-from deletion_service.model import PendingDeleteLedgerInfo
+from deletion_service.protocol.request import PendingDeleteLedgerInfo
 from metastore.formats import FormatError, decode_managed_ledger, ledger_path, managed_ledger_path, read_layout
 from metastore.interface import MetadataStore, MetadataStoreError
 

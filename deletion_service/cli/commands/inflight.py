@@ -16,8 +16,8 @@ from deletion_service.cli.command_environment import CommandEnvironment, open_en
 from deletion_service.cli.known_names import check_scope
 from deletion_service.errors import UserError
 from deletion_service.inflight import BacklogSource, MetricsBacklog, ReceivedBacklog
-from deletion_service.served import consumed, everything_served
-from deletion_service.topics import DeletionTopics
+from deletion_service.protocol.scope import consumed, everything_served
+from deletion_service.protocol.topics import DeletionTopics
 from metastore.interface import MetadataStoreError
 
 

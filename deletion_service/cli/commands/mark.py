@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from deletion_service.broker.interface import display_message_id
+from deletion_service.broker.publisher import route
 from deletion_service.cli import connections, options, settings, ui
 from deletion_service.cli.commands import enqueue_checks
 from deletion_service.config import DeletionConfig
@@ -18,9 +19,8 @@ from deletion_service.errors import UsageError, UserError
 from deletion_service.mark_phase import enqueue as enqueue_mod
 from deletion_service.mark_phase.pick import OffloadLocation
 from deletion_service.mark_phase.trim import trim as run_trim
-from deletion_service.model import PendingDeleteLedgerInfo, encode
-from deletion_service.publisher import route
-from deletion_service.topics import DeletionTopics
+from deletion_service.protocol.request import PendingDeleteLedgerInfo, encode
+from deletion_service.protocol.topics import DeletionTopics
 
 
 class Component(StrEnum):

@@ -18,13 +18,13 @@ from deletion_service.cli import connections, options, settings
 from deletion_service.cli.admin_wiring import start_admin
 from deletion_service.cli.command_environment import open_environment
 from deletion_service.config import DeletionConfig
-from deletion_service.daemon import Daemon
-from deletion_service.delete_phase.delete_process import DeleteProcessDied, DeleteProcessSpec
-from deletion_service.delete_phase.delete_process_choice import use_delete_process
+from deletion_service.daemon.run import Daemon
+from deletion_service.delete_phase.process.child import DeleteProcessDied, DeleteProcessSpec
+from deletion_service.delete_phase.process.choice import use_delete_process
 from deletion_service.embedded.supervisor import BrokerSupervisor
 from deletion_service.errors import UsageError, UserError
 from deletion_service.inflight import NoBacklog
-from deletion_service.namespaces import discover
+from deletion_service.protocol.scope import discover
 from deletion_service.service import LedgerDeletionService
 from metastore.interface import MetadataStore
 from offloaders.registry import OffloaderSettings

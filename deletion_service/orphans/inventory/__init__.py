@@ -36,7 +36,7 @@ from deletion_service.orphans.inventory.ledgers import bk_ledgers, bk_row, ledge
 from deletion_service.orphans.inventory.locations import LocationPlan, ObjectLocation, OffloadScope, object_locations
 from deletion_service.orphans.inventory.objects import offloaded_objects
 from deletion_service.orphans.inventory.references import pulsar_references
-from deletion_service.reference_model import ReferenceKind  # the ``kind`` column of REFERENCES
+from deletion_service.protocol.references import ReferenceKind  # the ``kind`` column of REFERENCES
 
 __all__ = ["InventoryError", "LocationPlan", "ObjectLocation", "OffloadScope", "ReferenceKind", "StoreSpec",
            "bk_ledgers", "bk_row", "ledger_subtrees", "object_locations", "offloaded_objects", "pulsar_references",

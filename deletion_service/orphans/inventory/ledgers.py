@@ -24,7 +24,7 @@ from deletion_service.orphans.inventory.common import (
 from deletion_service.orphans.schemas import (
     BK_LEDGERS,
 )
-from deletion_service.reference_model import ledger_kind
+from deletion_service.protocol.references import ledger_kind
 from metastore.formats import (
     FormatError,
     LedgerLayout,

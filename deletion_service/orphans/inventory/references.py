@@ -25,7 +25,7 @@ from deletion_service.orphans.schemas import (
     REFERENCES,
     TOPICS,
 )
-from deletion_service.reference_model import Reference, TopicMetadata, UnreadableReference
+from deletion_service.protocol.references import Reference, TopicMetadata, UnreadableReference
 from metastore.formats import (
     decode_cursor,
     decode_managed_ledger,
@@ -57,7 +57,7 @@ class _Unreadable(Exception):
 
 def topic_rows(meta: TopicMetadata, scope: OffloadScope) -> Iterator[tuple[int, tuple]]:
     """Tagged REFERENCES, OFFLOAD_REFERENCES and TOPICS rows of one topic's metadata, every one
-    read off the reference model (:mod:`deletion_service.reference_model`), the same model the
+    read off the reference model (:mod:`deletion_service.protocol.references`), the same model the
     delete phase asks "still in use?": the scan never spells out what references a ledger itself.
 
     A reference the model cannot read (a bucket property that names no ledger) fails the

@@ -1,0 +1,92 @@
+"""The daemon's backlog gauges: requests in flight and the DLQ's size, read from the broker's statistics.
+
+A gauge that says 0 while requests are parked is worse than no gauge: an alert
+trusts it.  Right after a start the broker's statistics may not yet count what
+the last run left (:attr:`BacklogSource.staleness_s`), so nothing is set until
+they can be trusted; until that first trusted reading the gauges are tried
+every second, then every ``refresh_s``.  A broker that cannot say is logged
+once, not on every try.
+
+The DLQ gauge must say what ``dlq list`` says, or ``LedgerDeletionDLQNotEmpty``
+fires for requests already requeued or purged.  A real cluster's admin REST
+counts precisely (``msgBacklog`` leaves out individually acked messages); the
+embedded broker's ``pulsar_subscription_back_log`` counts every message after
+the oldest unacked one, acked or not (after ``dlq requeue`` of 1 of 2 parked it
+said 3: the other parked one, the requeued one and the settlement marker).  So
+on the embedded broker the DLQ gauge counts the parked requests as ``dlq list``
+does (:func:`parked_in_dlq`: one read of each DLQ, signed markers applied).
+The in-flight gauge has the same overcount there and no such cure (a request
+topic's acked messages cannot be told from the outside): it counts, besides
+the requests not yet settled, those settled behind one still held, until that
+one is settled; ``held{reason}`` says how many this process holds.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from deletion_service.broker.interface import BrokerClient, BrokerError
+from deletion_service.dlq.marker import MarkerKey
+from deletion_service.dlq.operations import list_dlq
+from deletion_service.inflight import BacklogSource, MetricsBacklog
+from deletion_service.metrics import DeletionMetrics
+from deletion_service.protocol.topics import DeletionTopics
+from metastore import MetadataStore
+
+_log = logging.getLogger("deletion_service.daemon")  # the daemon's pieces log under one name
+
+#: Counts the requests parked in the DLQs of a scope as ``dlq list`` shows them.
+ParkedCount = Callable[[list[DeletionTopics]], int]
+
+
+def parked_in_dlq(broker: BrokerClient, store: MetadataStore) -> ParkedCount:
+    """``dlq list``'s count: every DLQ in scope read once, what signed markers settle left out."""
+    return lambda scope: len(list_dlq(broker, scope, MarkerKey.read(store)))
+
+
+class BacklogGauges:
+    """Sets ``estimated_inflight`` and ``dlq_size`` from one reading each over every topic set served."""
+
+    def __init__(self, metrics: DeletionMetrics, backlog: BacklogSource, served: Callable[[], list[DeletionTopics]],
+                 subscriptions: DeletionTopics, refresh_s: float, clock: Callable[[], float],
+                 started_at: float, parked: ParkedCount | None = None) -> None:
+        self.metrics, self.backlog, self._served, self._subscriptions = metrics, backlog, served, subscriptions
+        self._parked = parked  # the DLQ's count where the broker's backlog would count acked messages
+        self.refresh_s, self._clock, self._started_at = refresh_s, clock, started_at
+        self._last_refresh = 0.0
+        self._warned = False
+        self._read = False
+
+    def refresh_if_due(self) -> None:
+        """Until the first trusted reading, every second; then every ``refresh_s``."""
+        every = self.refresh_s if self._read else 1.0
+        if self._clock() - self._last_refresh >= every:
+            self.refresh()
+
+    def refresh(self) -> None:
+        """The gauges, once the broker's statistics can be trusted: not before they were refreshed
+        after this daemon started (``staleness_s``), or they would say 0 for requests parked."""
+        self._last_refresh = self._clock()
+        if self._clock() - self._started_at < self.backlog.staleness_s:
+            return
+        try:
+            served, subs = self._served(), self._subscriptions
+            # one reading each for every namespace served (a broker's statistics are one page)
+            consumed = [c for t in served for c in t.consumed]
+            per_topic = self.backlog.backlog(consumed, subs.subscription)
+            self.metrics.estimated_inflight.set(sum(per_topic.values()))
+            retries = {t.retry for t in served}  # their requests wait on purpose: held{reason} says so
+            self.metrics.unread_requests.set(sum(n for topic, n in per_topic.items() if topic not in retries))
+            self.metrics.dlq_size.set(self._dlq_size(served))
+            self._read = True
+        except BrokerError as e:
+            if not self._warned:
+                _log.warning("cannot refresh backlog gauges: %s", e)
+                self._warned = True
+
+    def _dlq_size(self, served: list[DeletionTopics]) -> int:
+        """The embedded broker's backlog counts acked messages: there, the parked requests as listed."""
+        if self._parked is not None and isinstance(self.backlog, MetricsBacklog):
+            return self._parked(served)
+        return sum(self.backlog.backlog([t.dlq for t in served], self._subscriptions.dlq_subscription).values())

@@ -1,0 +1,342 @@
+"""Carrying decided messages out of our hands: the I/O of each lifecycle step, in the table's order.
+
+A reconsume or a dead letter publishes its copy first and is acked only after
+the broker's receipt, so a crash in between duplicates a request (harmless:
+deletion is idempotent) and never loses one.  Its record (``Hooks.record``, the
+audit trail) is written before its ack, so no crash can ack a message whose
+record is lost.  A batch's records are written together (one append to the
+trail) before any of its messages is acked; then each message is disposed of on its own: if the broker refuses
+its publish or ack, it keeps its stage (a copy is never published twice, a
+record never written twice) and waits in a bounded list for its next try with
+backoff.  It is never dropped.
+
+What an operator reads: a routine outcome (``deleted``, ``absent``) is logged at INFO
+once per call per topic, ledger type and outcome, naming the count and every ledger id
+(``deleted 1000 ledger(s) of persistent://t/ns/orders: 1, 2, …``, so ``grep -w 523``
+finds it); each request's own line for those moves to DEBUG.  At thousands of deletions
+a second a line each was most of the log and over a tenth of the thread's time, and the
+audit trail records each deletion anyway.  Every other outcome (in use, mismatch, a
+reconsume, a dead letter) keeps its own line at its own level: those need reading one
+by one.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from deletion_service.broker.interface import BrokerError, Outgoing, Received, display_message_id
+from deletion_service.broker.publisher import CopyPublisher
+from deletion_service.delete_phase.consumer import copies as dispose
+from deletion_service.delete_phase.consumer.ack_tally import AckTally
+from deletion_service.delete_phase.consumer.intake import Limits
+from deletion_service.delete_phase.consumer.settled_recently import SettledRecently
+from deletion_service.delete_phase.rules import decision, lifecycle
+from deletion_service.delete_phase.rules.decision import Action
+from deletion_service.delete_phase.rules.lifecycle import Disposal, Event, IllegalTransition, Stage, Step
+from deletion_service.delete_phase.rules.outcomes import Outcome, Outward, outward
+from deletion_service.failpoints import failpoint
+from deletion_service.metrics import DeletionMetrics
+from deletion_service.protocol.request import LedgerType, PendingDeleteLedgerInfo
+
+_log = logging.getLogger(__name__)
+
+#: A message whose disposition has failed for this long makes the daemon "not ready".
+STUCK_AFTER_S = 60.0
+
+#: Why a request may not be acted on from the topic it was read on (namespace scope), or None.
+Guard = Callable[[Received, PendingDeleteLedgerInfo], str | None]
+
+#: Outcomes logged once per call per topic (see the module docstring), each request's own line at DEBUG.
+ROUTINE = frozenset({Outcome.DELETED, Outcome.ABSENT})
+
+
+@dataclass
+class Settled:
+    """One message's end: what was decided and how it left our hands."""
+
+    message: Received
+    request: PendingDeleteLedgerInfo | None
+    action: Action
+    outcome: Outcome
+
+
+class RecordsNotWritten(OSError):
+    """Raised by the ``record`` hook when the audit trail refused records (a full disk, a read-only volume,
+    its lock held elsewhere): the first ``written`` were written, the others' messages stay unacked and are
+    recorded on their next try.  Found from outside: with the records only logged, the daemon went on
+    deleting batch after batch that its trail never named."""
+
+    def __init__(self, written: int, why: str) -> None:
+        super().__init__(why)
+        self.written = written
+
+
+@dataclass
+class Hooks:
+    """What the service plugs in around a disposition: one object the worker and its disposer share,
+    so a hook set on ``worker.hooks`` after start (a test's observer) is the one that runs."""
+
+    #: before the acks (the audit trail), a batch's settlements at once: a crash may repeat a record,
+    #: never lose one
+    record: Callable[[Sequence[Settled]], None] | None = None
+    #: after the ack
+    on_settled: Callable[[Settled], None] | None = None
+    #: namespace scope: why a request may not be acted on from the topic it was read on (cross-namespace)
+    guard: Guard | None = None
+
+
+class Disposer:
+    """Publishes, records and acks decided messages; keeps those the broker refused for their next try."""
+
+    def __init__(self, publisher: CopyPublisher, metrics: DeletionMetrics, limits: Limits, hooks: Hooks,
+                 settled: SettledRecently, acked: AckTally, clock: Callable[[], float] = time.time) -> None:
+        self.publisher, self.metrics, self.limits, self.hooks = publisher, metrics, limits, hooks
+        self.settled, self.acked, self.clock = settled, acked, clock
+        self.awaiting_next_try: list[Disposal] = []
+        #: settled in the current call, by outcome: the ``acked`` metric counts them once per call
+        self._acked: Counter[Outcome] = Counter()
+        #: acked in the current call, by topic: told to ``acked`` (the ack tally) once per call
+        self._acked_topics: Counter[str] = Counter()
+        #: routine outcomes settled in the current call: (outcome, topic, ledger type) -> ledger ids, in order
+        self._routine: dict[tuple[Outcome, str, LedgerType], list[int]] = {}
+        #: why the last record could not be written, until one is: no new deletes meanwhile (the worker's)
+        self.unrecorded: str | None = None
+        self._refused_this_pass = False  # the trail refused a record in this call: it is tried no more in it
+
+    def stuck(self) -> str | None:
+        """Why dispositions are failing, if one has kept failing for :data:`STUCK_AFTER_S`."""
+        if not self.awaiting_next_try:
+            return None
+        waited = time.monotonic() - min(d.first_failure for d in self.awaiting_next_try)
+        if waited < STUCK_AFTER_S:
+            return None
+        return (f"{len(self.awaiting_next_try)} message(s) cannot be published to RETRY/DLQ or acked; "
+                f"the oldest for {waited:.0f}s")
+
+    def dispose_all(self, decided: list[Disposal]) -> None:
+        """Publish the batch's copies together, record the batch together, then carry each message on alone."""
+        self._refused_this_pass = False
+        refused = self._publish_copies(decided)
+        going_on = [d for d in decided if d not in refused]  # a refused copy already waits for its next try
+        unrecorded = self._record_all([d for d in going_on if d.next == Step.RECORD])
+        going_on = [d for d in going_on if d not in unrecorded]  # they too wait for their next try
+        try:
+            for d in going_on:
+                self._dispose(d)
+        finally:
+            self._end_of_call()
+
+    def try_again(self) -> None:
+        """Dispositions whose backoff has passed get their next try."""
+        if not self.awaiting_next_try:
+            self.unrecorded = None  # no refused record left to retry: the next batch tries the trail again
+        now = time.monotonic()
+        due = [d for d in self.awaiting_next_try if d.next_try <= now]
+        if not due:
+            return
+        self.awaiting_next_try = [d for d in self.awaiting_next_try if d.next_try > now]
+        self._refused_this_pass = False
+        refused = self._record_all([d for d in due if d.next == Step.RECORD])  # one try of the trail, not one each
+        try:
+            for d in due:
+                if d not in refused:
+                    self._dispose(d)
+        finally:
+            self._end_of_call()
+        self.metrics.undisposed.set(len(self.awaiting_next_try))
+
+    def _publish_copies(self, decided: list[Disposal]) -> set[Disposal]:
+        """The batch's RETRY and DLQ copies, pipelined (one round trip per window, not per message).
+        A copy refused by the broker leaves its message waiting for its next try; a copy that cannot
+        be built, or a batch the client fails outright, is left to :meth:`_dispose`, one by one.
+        Returns the messages whose copy the broker refused."""
+        copies: dict[Step, list[tuple[Disposal, Outgoing]]] = {Step.PUBLISH_RETRY_COPY: [], Step.PUBLISH_DLQ_COPY: []}
+        refused: set[Disposal] = set()
+        for d in decided:
+            if d.next in copies:
+                try:
+                    copies[d.next].append((d, self._copy_of(d)))
+                except Exception:  # noqa: BLE001 - _dispose meets the same error and handles it
+                    continue
+        for step, send in ((Step.PUBLISH_RETRY_COPY, self.publisher.send_retries),
+                           (Step.PUBLISH_DLQ_COPY, self.publisher.send_dead_letters)):
+            items = copies[step]
+            if not items:
+                continue
+            try:
+                receipts = send([copy for _, copy in items])
+                if len(receipts) != len(items):
+                    raise BrokerError(f"{len(receipts)} receipts for {len(items)} copies")
+            except Exception:  # noqa: BLE001 - the one-by-one path decides for each message
+                _log.exception("publishing %d copies (%s) failed; publishing them one by one", len(items), step)
+                continue
+            errors = []
+            for (d, _), receipt in zip(items, receipts, strict=True):
+                if isinstance(receipt, BrokerError):
+                    self._try_later(d, str(receipt), quiet=True)
+                    refused.add(d)
+                    errors.append(receipt)
+                else:
+                    self._copy_published(d)
+            if errors:  # one line for the batch: a refusing broker refuses every copy alike
+                _log.warning("could not %s for %d message(s) (%s): will retry", step, len(errors), errors[0])
+        return refused
+
+    def _record_all(self, due: list[Disposal]) -> set[Disposal]:
+        """The records of every message whose next step is its record, in one call of the hook; returns
+        those the trail refused (each waits for its next try).  If the hook fails otherwise, nothing is
+        marked recorded: :meth:`_dispose` then records each message on its own."""
+        if not due:
+            return set()
+        if self.hooks.record is not None:
+            try:
+                self.hooks.record([self._settlement(d) for d in due])
+            except RecordsNotWritten as e:
+                for d in due[:e.written]:
+                    d.advance(Event.RECORD)
+                for d in due[e.written:]:
+                    self._not_recorded(d, e)
+                return set(due[e.written:])
+            except Exception:  # noqa: BLE001 - the one-by-one path meets it again and handles it per message
+                _log.exception("recording %d settlements failed; recording them one by one", len(due))
+                return set()
+            self.unrecorded = None
+        for d in due:
+            d.advance(Event.RECORD)
+        return set()
+
+    def _not_recorded(self, d: Disposal, e: RecordsNotWritten) -> None:
+        self.unrecorded = str(e)
+        self._refused_this_pass = True
+        self._try_later(d, str(e), quiet=True)  # the hook said it once for the batch
+
+    def _copy_of(self, d: Disposal) -> Outgoing:
+        action = d.decided
+        if d.next == Step.PUBLISH_RETRY_COPY:
+            return dispose.retry_copy(d.message, action.delay_s, counts=action.counts,
+                                      grace_since_ms=action.grace_since_ms, kind=action.kind, why=action.reason)
+        reason = outward(action).dlq_reason
+        assert reason is not None, "a dead letter's outward form names its reason"
+        return dispose.dead_letter_copy(d.message, reason, action.reason, undecodable=d.undecodable)
+
+    def _copy_published(self, d: Disposal) -> None:
+        """Its copy is receipted: a failed ack later must not publish it twice."""
+        failpoint("retry.after-publish" if d.next == Step.PUBLISH_RETRY_COPY else "dlq.after-publish")
+        d.advance(Event.PUBLISH_COPY)
+        if d.decided.kind == decision.Kind.MAX_RETRIES:
+            self.metrics.max_retry_reached.inc()
+
+    def _dispose(self, d: Disposal) -> None:
+        """Carry ``d`` through its remaining steps; a failure leaves it at its stage for its next try."""
+        if d.done:  # a driver bug (it would be counted, audited and reported settled twice): say so loudly
+            raise IllegalTransition(f"{d.message.message_id} is disposed of already ({d.stage})")
+        while True:
+            try:
+                self._run_steps(d)
+                break
+            except BrokerError as e:
+                self._try_later(d, str(e))
+                return
+            except RecordsNotWritten as e:
+                self._not_recorded(d, e)
+                return
+            except Exception as e:  # noqa: BLE001 - e.g. a delay the client cannot represent
+                _log.exception("disposing of %s failed", display_message_id(d.message.message_id))
+                why = f"{type(e).__name__}: {e}"
+                if lifecycle.on_unexpected_error(d) != Event.REDECIDE:
+                    self._try_later(d, why)
+                    return
+                # a dead letter is never redecided: at most one more pass
+                d.redecide(decision.could_not_reconsume(d.decided, why))
+        if d.stage == Stage.ACKED:
+            self._settled_here(d)
+
+    def _run_steps(self, d: Disposal) -> None:
+        while (step := d.next) != Step.NOTHING:
+            match step:
+                case Step.PUBLISH_RETRY_COPY:
+                    copy = self._copy_of(d)
+                    self.publisher.send_retry(copy.data, copy.properties, copy.deliver_after_s, copy.source_topic)
+                    self._copy_published(d)
+                case Step.PUBLISH_DLQ_COPY:
+                    copy = self._copy_of(d)
+                    self.publisher.send_dlq(copy.data, copy.properties, copy.source_topic)
+                    self._copy_published(d)
+                case Step.RECORD:
+                    if self.hooks.record is not None:
+                        if self._refused_this_pass:  # one try of the trail a call, not one a message
+                            raise RecordsNotWritten(0, self.unrecorded or "the audit trail refused records")
+                        self.hooks.record([self._settlement(d)])
+                        self.unrecorded = None
+                    d.advance(Event.RECORD)
+                case Step.ACK:
+                    failpoint("delete.before-ack")
+                    d.consumer.ack(d.message)
+                    d.advance(Event.ACK)
+                    self._acked_topics[d.message.topic] += 1
+                case Step.LEAVE_UNACKED:
+                    action = d.decided
+                    _log.info("%s", action.reason if d.request is None else f"{d.request.describe()}: {action.reason}")
+                    d.advance(Event.LEAVE_UNACKED)  # the subscription redelivers it to a real run
+
+    def _settlement(self, d: Disposal) -> Settled:
+        return Settled(d.message, d.request, d.decided, outward(d.decided).outcome)
+
+    def _settled_here(self, d: Disposal) -> None:
+        out = outward(d.decided)
+        settled = Settled(d.message, d.request, d.decided, out.outcome)
+        self.settled.add(d.message)
+        self._acked[out.outcome] += 1
+        if out.outcome == Outcome.DELETED and d.request is not None:
+            self.metrics.send_to_delete.observe(max(0.0, self.clock() - d.request.marked_at / 1000))
+        self._log_outcome(d, out)
+        if self.hooks.on_settled is not None:
+            self.hooks.on_settled(settled)
+
+    def _end_of_call(self) -> None:
+        """What is tallied per call, not per message: the ``acked`` metric, the ack tally and the routine
+        outcomes' lines."""
+        self.metrics.count_acked(self._acked)
+        self._acked.clear()
+        for topic, n in self._acked_topics.items():
+            self.acked.record(topic, n)
+        self._acked_topics.clear()
+        routine, self._routine = self._routine, {}
+        for (outcome, topic, ledger_type), ids in routine.items():
+            what = "offloaded ledger(s)" if ledger_type == LedgerType.OFFLOAD_LEDGER else "ledger(s)"
+            _log.info("%s %d %s of %s: %s", outcome.value, len(ids), what, topic, ", ".join(map(str, ids)),
+                      extra={"outcome": outcome.value, "topic": topic, "ledgerType": ledger_type.value,
+                             "ledgers": ids, "count": len(ids)})
+
+    def _try_later(self, d: Disposal, why: str, quiet: bool = False) -> None:
+        d.fail(time.monotonic(), self.limits.dispose_backoff_s)
+        self.metrics.dispose_failures.inc()
+        if not quiet:
+            _log.warning("could not dispose of %s (%s): will retry", display_message_id(d.message.message_id), why)
+        self.awaiting_next_try.append(d)
+        self.metrics.undisposed.set(len(self.awaiting_next_try))
+
+    def _log_outcome(self, d: Disposal, out: Outward) -> None:
+        """A routine outcome joins its call's line (its own line at DEBUG); any other gets its own line."""
+        level = out.log_level
+        if d.request is not None and out.outcome in ROUTINE:
+            self._routine.setdefault((out.outcome, d.request.topic_name, d.request.ledger_type), []).append(
+                d.request.ledger_id)
+            if not _log.isEnabledFor(logging.DEBUG):
+                return
+            level = logging.DEBUG
+        action = d.decided
+        message_id = display_message_id(d.message.message_id)  # as the CLI shows and takes it: L:E[:P[:B]]
+        what = d.request.describe() if d.request else f"message {message_id}"
+        fields = {"outcome": out.outcome.value, "reason": action.reason, "messageId": message_id,
+                  "attempts": dispose.attempts(d.message)}
+        if d.request is not None:
+            fields.update(ledger=d.request.ledger_id, ledgerType=d.request.ledger_type.value,
+                          topic=d.request.topic_name)
+        # "deleted (deleted)" said it twice: the reason only when it adds something
+        detail = "" if action.reason in (out.outcome.value, "deleted", "absent") else f" ({action.reason})"
+        _log.log(level, "%s: %s%s", what, out.outcome.value, detail, extra=fields)

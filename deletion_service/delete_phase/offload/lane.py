@@ -1,0 +1,220 @@
+"""The offload lane: tiered-storage requests verified and deleted on their own threads.
+
+Found from outside: offload and BookKeeper requests shared a batch, so with the
+S3 endpoint hung each offload request cost about 20 s and no BookKeeper ledger
+was deleted for a minute, while ``/readyz`` said 200 and nothing was logged.
+Now the worker hands each batch's offload requests to this lane and goes on
+with the BookKeeper ones; decided requests come back to the worker thread,
+which alone publishes and acks (one thread owns the dispositions, as before).
+
+Found next: one breaker for the whole lane let one request stop it.  A forged
+request naming an endpoint that never answers opened it, with itself as the
+probe, and no genuine copy was deleted again.  Now every target (driver family,
+endpoint, bucket) has its own breaker (:class:`.breaker.TargetBreakers`), and a
+target that does not answer costs its own requests only:
+
+* **Two threads.**  Requests whose every target has answered before run in
+  batches on the main thread; requests naming a target that never answered in
+  this process (a new bucket, or a forged endpoint) run one at a time on the
+  probation thread, inline, so a hung endpoint ties up neither the main thread
+  nor the shared pool of storage calls.  Once a target answers, its requests
+  move to the main thread.
+* **Held, then parked.**  A request whose target is down (its breaker open)
+  is not sent to storage.  For up to ``hold_s`` after the breaker opened it is
+  held here, unacked and uncounted (an outage of our S3 spends no retries), at
+  most ``hold_per_target`` per target and ``capacity`` in all, none of it
+  counted against the room other targets' requests get.  A target still down
+  after that parks its requests: reconsumed later with the reason, each time
+  counted, so a target that never answers sends its requests to the DLQ after
+  the retry budget instead of keeping them here for good.  Its breaker closing
+  runs what is held at once.
+
+The lane holds at most ``capacity`` undecided requests; the worker defers
+offload requests beyond that to RETRY with their attempts unchanged, so an
+outage can neither fill memory nor block BookKeeper deletions.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+
+from deletion_service.delete_phase.consumer.copies import attempts, grace_since
+from deletion_service.delete_phase.pipeline import DeletePipeline
+from deletion_service.delete_phase.rules.decision import Action, Policy
+from deletion_service.delete_phase.rules.lifecycle import Disposal
+from deletion_service.delete_phase.storage.breaker import TargetBreakers
+from deletion_service.delete_phase.storage.offload_index import offload_target_keys
+
+_log = logging.getLogger(__name__)
+
+#: How long requests of a target that stopped answering are held (uncounted) before they are parked.
+HOLD_S = 300.0
+
+
+class OffloadLane:
+    """Undecided offload requests in (each a :class:`~.lifecycle.Disposal` the worker sent to the lane),
+    decided ones out."""
+
+    def __init__(self, pipeline: DeletePipeline, policy: Policy, breakers: TargetBreakers,
+                 capacity: int = 2_000, batch_size: int = 100, hold_s: float = HOLD_S) -> None:
+        self.pipeline, self.policy, self.breakers = pipeline, policy, breakers
+        self.capacity, self.batch_size, self.hold_s = capacity, batch_size, hold_s
+        self.hold_per_target = max(1, capacity // 10)
+        self._inbox: deque[Disposal] = deque()  # targets that answered before: batches, main thread
+        self._probation: deque[Disposal] = deque()  # a target never seen answering: one at a time
+        #: target key -> requests waiting for it to answer, each with the (transient) action it met
+        self._held: dict[str, list[tuple[Disposal, Action]]] = {}
+        self._outbox: list[Disposal] = []
+        self._working = 0
+        self._quiescing = False  # a graceful stop: take nothing new, finish what is in hand
+        self._cond = threading.Condition()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._loop, args=(self._inbox, batch_size), name="offload-lane",
+                                          daemon=True),
+                         threading.Thread(target=self._loop, args=(self._probation, 1),
+                                          name="offload-lane-probation", daemon=True)]
+        for thread in self._threads:
+            thread.start()
+
+    @property
+    def held(self) -> int:
+        with self._cond:
+            return sum(map(len, self._held.values()))
+
+    @property
+    def in_flight(self) -> int:
+        with self._cond:
+            return (len(self._inbox) + len(self._probation) + self._working + len(self._outbox)
+                    + sum(map(len, self._held.values())))
+
+    def room(self) -> int:
+        """Room for new requests: what is held for a down target has a budget of its own."""
+        with self._cond:
+            busy = len(self._inbox) + len(self._probation) + self._working + len(self._outbox)
+        return max(0, self.capacity - busy)
+
+    def submit(self, items: list[Disposal]) -> None:
+        with self._cond:
+            for p in items:
+                self._queue_for(p).append(p)
+            self._cond.notify_all()
+
+    def finished(self) -> list[Disposal]:
+        """Decided requests, for the worker thread to publish and ack."""
+        with self._cond:
+            out, self._outbox = self._outbox, []
+            return out
+
+    def down(self) -> str | None:
+        """For ``/readyz``: targets that answered before and do not now."""
+        return self.breakers.describe()
+
+    def quiesce(self, wait_s: float) -> int:
+        """A graceful stop: take nothing new, and wait up to ``wait_s`` for the batches in hand to be
+        decided (then :meth:`finished` has them).  Returns how many are still in hand.
+
+        Found from outside: a SIGTERMed replica exited while the store was answering its offload
+        delete, applied, recorded by nobody.  What is queued or held stays unacked (redelivered)."""
+        deadline = time.monotonic() + wait_s
+        with self._cond:
+            self._quiescing = True
+            self._cond.notify_all()
+            while self._working and (left := deadline - time.monotonic()) > 0:
+                self._cond.wait(left)
+            return self._working
+
+    def stop(self, wait_s: float) -> None:
+        self._stop.set()
+        with self._cond:
+            self._cond.notify_all()
+        for thread in self._threads:
+            thread.join(wait_s)
+        self.breakers.close()
+
+    def _queue_for(self, p: Disposal) -> deque[Disposal]:
+        keys = offload_target_keys(p.admitted)
+        return self._inbox if all(self.breakers.has_answered(k) for k in keys) else self._probation
+
+    def _take(self, queue: deque[Disposal], limit: int) -> list[Disposal]:
+        with self._cond:
+            if not queue or self._quiescing:
+                self._cond.wait(0.2)
+            if self._quiescing:
+                return []
+            batch = [queue.popleft() for _ in range(min(limit, len(queue)))]
+            self._working += len(batch)
+            return batch
+
+    def _loop(self, queue: deque[Disposal], limit: int) -> None:
+        while not self._stop.is_set():
+            self.breakers.tick()
+            self._release_held()
+            batch = self._take(queue, limit)
+            if not batch:
+                continue
+            try:
+                done = self._run(batch)
+            except Exception:  # noqa: BLE001 - the lane outlives any batch; its requests go back unacked
+                _log.exception("offload lane: a batch of %d failed; they are decided again", len(batch))
+                done = []
+                with self._cond:
+                    queue.extendleft(reversed(batch))
+            with self._cond:
+                self._outbox.extend(done)
+                self._working -= len(batch)
+                if self._quiescing:
+                    self._cond.notify_all()  # quiesce() waits for this
+
+    def _run(self, batch: list[Disposal]) -> list[Disposal]:
+        actions = self.pipeline.run([p.admitted for p in batch], [attempts(p.message) for p in batch], self.policy,
+                                    [grace_since(p.message) for p in batch])
+        decided = []
+        for p, action in zip(batch, actions, strict=True):
+            if not (action.transient and self._hold(p, action)):
+                p.decide(action)  # a transient failure not held: reconsumed (counted) with its reason
+                decided.append(p)
+        return decided
+
+    def _hold(self, p: Disposal, action: Action) -> bool:
+        """Keep a request whose target is down (one probe confirms it), if it may still wait here."""
+        keys = offload_target_keys(p.admitted)
+        down = next((k for k in keys if self.breakers.confirm_down(k)), None)
+        if down is None:
+            return False  # every target answers: the failure was the request's own
+        opened_for = self.breakers.opened_for_s(down) or 0.0
+        with self._cond:
+            held = self._held.setdefault(down, [])
+            if (opened_for >= self.hold_s or len(held) >= self.hold_per_target
+                    or sum(map(len, self._held.values())) >= self.capacity):
+                return False  # parked: reconsumed later, counted, to the DLQ after the retry budget
+            held.append((p, action))
+            return True
+
+    def _release_held(self) -> None:
+        """Held requests whose target answers again run now; those held past ``hold_s`` are parked.
+
+        Wakes the lane's threads only when it released something: waking them on every pass made
+        the two threads wake each other all the time (each pass of one is a notify to the other),
+        which took the GIL from the worker with no offload request in sight."""
+        with self._cond:
+            released = False
+            for key in list(self._held):
+                opened_for = self.breakers.opened_for_s(key)
+                if opened_for is not None and opened_for < self.hold_s:
+                    continue
+                items = self._held.pop(key)
+                if opened_for is None:  # closed: decided again, where its targets now belong
+                    for p, _ in items:
+                        self._queue_for(p).append(p)
+                else:
+                    _log.warning("offload target %s still not answering after %.0f s: parking its %d held "
+                                 "request(s) (reconsumed, counted)", key, opened_for, len(items))
+                    for p, action in items:
+                        p.decide(action)
+                        self._outbox.append(p)
+                released = True
+            if released:
+                self._cond.notify_all()
