@@ -128,16 +128,24 @@ class ZooKeeperServer(ServerProcess):
         )
         self._spawn(["java", "-Xmx256m", "-cp", ":".join(ZOOKEEPER_JARS),
                      "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(cfg)])
-        wait_until(self._ruok, 30, "ZooKeeper", self.proc, self.log_path)
+        wait_until(self.serving, 30, "ZooKeeper", self.proc, self.log_path)
         return self
 
-    def _ruok(self) -> bool:
+    def serving(self) -> bool:
+        """Whether the server takes client sessions: ``srvr`` names its mode only then.
+
+        Not ``ruok``: ZooKeeper answers ``imok`` as soon as its client port is bound, before its
+        database is loaded; until then it closes every session it is offered, and a client backing
+        off between attempts can spend its whole connect timeout on that gap."""
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=0.3) as s:
-                s.sendall(b"ruok")
-                return s.recv(4) == b"imok"
+                s.sendall(b"srvr")
+                reply = b""
+                while chunk := s.recv(4096):
+                    reply += chunk
         except OSError:
             return False
+        return b"\nMode: " in reply
 
 
 class PulsarLiteBroker(ServerProcess):
