@@ -24,7 +24,7 @@ import threading
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -183,13 +183,16 @@ class TrimDriver(threading.Thread):
 
     ``arm`` hands the next trim a failpoint; ``outcomes`` keeps every trim's exit.  ``current``
     is the running trim, for a random kill.  A trim killed by its failpoint is re-run on the same
-    topic at once (restart what was killed), which is also how its recovery is timed."""
+    topic at once (restart what was killed), which is also how its recovery is timed.  ``held``
+    orders another command after the running trim and before the next one: what it reads from
+    the ledger lists cannot be trimmed away under it while it holds them."""
 
     def __init__(self, cli: Cli, topics: list[str], pick: Callable[[list[str]], str]) -> None:
         super().__init__(name="soak-trim", daemon=True)
         self.cli, self.topics, self.pick = cli, topics, pick
         self.stop_event = threading.Event()
         self.lock = threading.Lock()
+        self.turn = threading.Lock()  # held by each trim while it runs, and by ``held``
         self.armed: str | None = None
         self.current: subprocess.Popen | None = None
         self.outcomes: list[TrimOutcome] = []
@@ -203,9 +206,10 @@ class TrimDriver(threading.Thread):
         redo: str | None = None
         while not self.stop_event.is_set():
             topic = redo or self.pick(self.topics)
-            with self.lock:
-                spec = self.armed  # stays armed until the soak disarms it (it saw the kill, or gave up)
-            outcome = self._trim(topic, spec)
+            with self.turn:
+                with self.lock:
+                    spec = self.armed  # stays armed until the soak disarms it (it saw the kill, or gave up)
+                outcome = self._trim(topic, spec)
             redo = topic if outcome.code == KILLED else None
             self.stop_event.wait(0.05)
 
@@ -230,6 +234,12 @@ class TrimDriver(threading.Thread):
             self.outcomes.append(outcome)
             self.codes["killed" if proc.returncode == KILLED else f"exit {proc.returncode}"] += 1
         return outcome
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """No trim runs inside: the running one (if any) ends first, the next starts after."""
+        with self.turn:
+            yield
 
     def kill_current(self) -> bool:
         with self.lock:

@@ -274,15 +274,21 @@ class Soak:
         self.record.note(f"{fault}: no successful trim of {killed.topic} within 120 s")
 
     def _reset_failpoint(self, name: str) -> None:
-        """``cursor reset`` to a listed position, killed before its write, then run again."""
+        """``cursor reset`` to a listed position, killed before its write, then run again.
+
+        The target is picked and the armed reset runs while no trim does (``TrimDriver.held``):
+        only trim removes a ledger from a list, so the target is still listed when the reset
+        checks it and the reset reaches its failpoint.  The run after the kill races the trims
+        again; a refusal then (exit 1: its target was trimmed meanwhile) is correct."""
         topic, sub = self.rng.choice(self.state.topics), self.rng.choice(("sub-a", "sub-b"))
-        ids = self.state.listed(topic)[0].ledger_ids()
-        position = f"{self.rng.choice(ids[len(ids) // 2:])}:{self.rng.randrange(10)}"
-        args = ("cursor", "reset", "--topic", topic, "--subscription", sub, "--position", position)
-        code, _ = self.cli.run(*args, failpoint=f"{name}=kill@1", log_name="reset")
+        with self.trims.held():
+            ids = self.state.listed(topic)[0].ledger_ids()
+            position = f"{self.rng.choice(ids[len(ids) // 2:])}:{self.rng.randrange(10)}"
+            args = ("cursor", "reset", "--topic", topic, "--subscription", sub, "--position", position)
+            code, _ = self.cli.run(*args, failpoint=f"{name}=kill@1", log_name="reset")
         if code != KILLED:
             self.record.missed[name] += 1
-            self.record.note(f"{name}: reset exited {code} (its target may have been trimmed first)")
+            self.record.note(f"{name}: reset exited {code}")
             return
         self.record.kills[name] += 1
         t0 = time.monotonic()
