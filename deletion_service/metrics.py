@@ -16,9 +16,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from deletion_service.cursor.health import CursorHealth, Status
-from deletion_service.delete_phase.rules.facts import DeleteStatus
-from deletion_service.delete_phase.rules.hold_reason import HoldReason
-from deletion_service.delete_phase.rules.outcomes import Outcome
+from deletion_service.protocol.fate import DeleteStatus, HoldReason, Outcome
 from deletion_service.protocol.request import LedgerType
 
 PREFIX = "pulsar_ledger_deletion"

@@ -31,11 +31,12 @@ from deletion_service.delete_phase.pipeline import DeletePipeline
 from deletion_service.delete_phase.process.child import DeleteProcess, DeleteProcessSpec
 from deletion_service.delete_phase.process.lane import DeleteProcessLane
 from deletion_service.delete_phase.rules.decision import Action, Policy
-from deletion_service.delete_phase.rules.outcomes import SyncOutcome, outward
+from deletion_service.delete_phase.rules.outward import outward
 from deletion_service.delete_phase.storage.breaker import Breaker, Breakers
 from deletion_service.delete_phase.storage.execute import Executor, RateLimiter
 from deletion_service.delete_phase.storage.gather import FactGatherer
 from deletion_service.metrics import DeletionMetrics
+from deletion_service.protocol.fate import SyncOutcome
 from deletion_service.protocol.request import DeleteLedgerPayload, LedgerType, PendingDeleteLedgerInfo, Reason
 from deletion_service.protocol.scope import cross_namespace, namespace_exists
 from deletion_service.protocol.topics import DeletionTopics, namespace_of_topic, namespace_topics
@@ -236,7 +237,7 @@ class LedgerDeletionService:
         if self.restricted_to is not None and not self.restricted_to(asked):
             return SyncResult(SyncOutcome.OUT_OF_SCOPE, f"this daemon serves only its own namespaces, not {asked}: "
                                                         "nothing verified or deleted")
-        unrecorded = self.worker.disposer.unrecorded if self.worker is not None else None
+        unrecorded = self.worker.disposer.trail_refused() if self.worker is not None else None
         if unrecorded is not None:  # as the consumer: nothing deleted while the trail refuses records
             return SyncResult(SyncOutcome.UNAVAILABLE, f"{unrecorded}: nothing verified or deleted until it can be")
         request = self.pending(payload, reason)

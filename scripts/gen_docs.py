@@ -12,7 +12,7 @@ What is generated:
   through click's command tree: usage, help, arguments and options;
 - the block between the ``outcome-mapping`` markers of ``docs/glossary.md``: how a
   verdict maps to its outcome, synchronous outcome, DLQ reason, first step and hold reason
-  (``delete_phase/rules/outcomes.py``, ``lifecycle.py``, ``hold_reason.py``), and how a delete's
+  (``delete_phase/rules/outward.py``, ``lifecycle.py``, ``hold_reason.py``), and how a delete's
   status settles (``decision.settle_delete``).
 
 The output depends on the code only: no terminal width, colour, environment or time enters it,
@@ -98,18 +98,6 @@ DESCRIPTIONS = {
 }
 
 WIDTH = 100  # fixed width for click's formatting, whatever the terminal
-
-
-def _first_module(*names: str) -> types.ModuleType:
-    """The first of ``names`` that imports (modules have moved between packages; the docs follow)."""
-    error: ImportError | None = None
-    for name in names:
-        try:
-            return importlib.import_module(name)
-        except ImportError as e:
-            error = e
-    assert error is not None
-    raise error
 
 
 # --------------------------------------------------------------------------- markdown helpers
@@ -371,12 +359,10 @@ class _Enums:
 
 
 def _enums() -> _Enums:
-    base = "deletion_service.delete_phase"
-
     def rule(name: str) -> types.ModuleType:
-        return _first_module(f"{base}.rules.{name}", f"{base}.{name}")
+        return importlib.import_module(f"deletion_service.delete_phase.rules.{name}")
 
-    return _Enums(rule("decision"), rule("outcomes"), rule("lifecycle"), rule("hold_reason"), rule("facts"))
+    return _Enums(rule("decision"), rule("outward"), rule("lifecycle"), rule("hold_reason"), rule("facts"))
 
 
 #: The (verdict, kind, counts) triples ``rules/decision.py`` produces, in the table's order (``counts`` False:
@@ -393,8 +379,8 @@ PRODUCED = (
 
 
 def _http(sync: Any) -> str:
-    """The admin API's status for a synchronous outcome (``admin/outcomes.py``)."""
-    admin = importlib.import_module("deletion_service.admin.outcomes")
+    """The admin API's status for a synchronous outcome (``admin/answers.py``)."""
+    admin = importlib.import_module("deletion_service.admin.answers")
     service = importlib.import_module("deletion_service.service")
     answer = admin.http_answer(service.SyncResult(sync, ""), 600)
     return f"{answer.status}" + (" + `Retry-After`" if answer.retry_after_s is not None else "")
@@ -445,8 +431,8 @@ def mapping_block() -> str:
     return (MAPPING_BEGIN + "\n\n"
             "#### Verdict and Kind → every outward form\n\n"
             "One row per (verdict, kind) the decision table produces: the outcome "
-            "(`rules/outcomes.py`, `outward`), the synchronous outcome and the admin API's HTTP status "
-            "(`admin/outcomes.py`), the DLQ copy's `reason`, the first step of disposal (`rules/lifecycle.py`, "
+            "(`rules/outward.py`, `outward`), the synchronous outcome and the admin API's HTTP status "
+            "(`admin/answers.py`), the DLQ copy's `reason`, the first step of disposal (`rules/lifecycle.py`, "
             "`next_step` at `decided`) and the hold reason on a RETRY copy (`rules/hold_reason.py`). "
             "*(untried)*: a reconsume that counted no try (an outage, a copy another daemon is deleting). "
             f"The synchronous path alone also answers {extra or 'nothing else'}: a restricted daemon asked "
@@ -460,6 +446,40 @@ def mapping_block() -> str:
             f"From `rules/lifecycle.py`, `TRANSITIONS`; any other pair raises `IllegalTransition`. "
             f"Terminal stages: {terminal}.\n\n"
             + stage_table + "\n" + MAPPING_END)
+
+
+DIAGRAM_DOC = Path("docs/design/delete-phase.md")
+DIAGRAM_BEGIN = "<!-- BEGIN GENERATED: lifecycle diagram (scripts/gen_docs.py) -->"
+DIAGRAM_END = "<!-- END GENERATED: lifecycle diagram -->"
+
+
+def lifecycle_diagram() -> str:
+    """A Mermaid state diagram of ``rules/lifecycle.py``'s ``TRANSITIONS``, drawn from the table itself
+    (as h11 draws its state machine), so the picture cannot drift from the rows the code obeys."""
+    lifecycle = _enums().lifecycle
+    Stage = lifecycle.Stage
+
+    def node(stage: Any) -> str:
+        return stage.name.lower()
+
+    lines = ["```mermaid", "stateDiagram-v2", f"    [*] --> {node(Stage.RECEIVED)}"]
+    lines += [f"    {node(stage)} : {stage.value}" for stage in Stage]
+    lines += [f"    {node(a)} --> {node(b)} : {event.value}"
+              for (a, event), b in sorted(lifecycle.TRANSITIONS.items(), key=lambda row: (
+                  list(Stage).index(row[0][0]), row[0][1].value))]
+    lines += [f"    {node(stage)} --> [*]" for stage in sorted(lifecycle.TERMINAL, key=list(Stage).index)]
+    lines.append("```")
+    return DIAGRAM_BEGIN + "\n\n" + "\n".join(lines) + "\n\n" + DIAGRAM_END
+
+
+def diagram_page(current: str) -> str:
+    """``current`` with its generated diagram replaced, or appended under its own heading if it has none."""
+    start, end = current.find(DIAGRAM_BEGIN), current.find(DIAGRAM_END)
+    if start < 0 or end < start:
+        return (current.rstrip("\n") + "\n\n## The lifecycle, drawn from its table\n\n"
+                "Every arrow is a row of `TRANSITIONS` in `rules/lifecycle.py`; any other (stage, event) "
+                "raises `IllegalTransition`.\n\n" + lifecycle_diagram() + "\n")
+    return current[:start] + lifecycle_diagram() + current[end + len(DIAGRAM_END):]
 
 
 def glossary_page(current: str) -> str:
@@ -480,6 +500,7 @@ def generated(root: Path = ROOT) -> dict[Path, str]:
         CONFIG_DOC: configuration_page(),
         CLI_DOC: cli_page(),
         GLOSSARY_DOC: glossary_page(glossary.read_text(encoding="utf-8")),
+        DIAGRAM_DOC: diagram_page((root / DIAGRAM_DOC).read_text(encoding="utf-8")),
     }
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from deletion_service.admin.answers import HttpOutcome, http_answer
 from deletion_service.admin.app import openapi_document, render_openapi
 from deletion_service.admin.deps import _hosts
-from deletion_service.admin.outcomes import HttpOutcome, http_answer
 from deletion_service.admin.server import is_loopback, parse_address
 from deletion_service.admin.token import TOKEN_ENV, load_admin_token
 from deletion_service.broker.interface import BrokerError

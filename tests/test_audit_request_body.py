@@ -12,7 +12,7 @@ from deletion_service.audit import record
 from deletion_service.audit.record import Entry
 from deletion_service.delete_phase.rules.decision import Action, Verdict
 from deletion_service.delete_phase.rules.facts import Evidence
-from deletion_service.delete_phase.rules.outcomes import Outcome
+from deletion_service.protocol.fate import Outcome
 from deletion_service.protocol.request import LedgerComponent, PendingDeleteLedgerInfo, Reason, decode
 from metastore.formats import schema_id
 

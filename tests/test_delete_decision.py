@@ -9,15 +9,9 @@ import pytest
 
 from deletion_service.delete_phase.rules import decision
 from deletion_service.delete_phase.rules.decision import Action, Kind, Policy, Verdict
-from deletion_service.delete_phase.rules.facts import (
-    BookKeeperFact,
-    DeleteResult,
-    DeleteStatus,
-    Evidence,
-    Facts,
-    OffloadFact,
-)
-from deletion_service.delete_phase.rules.outcomes import Outcome, outcome_of
+from deletion_service.delete_phase.rules.facts import BookKeeperFact, DeleteResult, Evidence, Facts, OffloadFact
+from deletion_service.delete_phase.rules.outward import outcome_of
+from deletion_service.protocol.fate import DeleteStatus, Outcome
 from deletion_service.protocol.request import InvalidRequest, PendingDeleteLedgerInfo, decode
 from metastore.formats import (
     LedgerMetadata,

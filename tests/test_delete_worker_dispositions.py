@@ -22,8 +22,9 @@ from deletion_service.delete_phase.consumer.copies import RECONSUMETIMES
 from deletion_service.delete_phase.consumer.worker import DeletePhaseWorker, Limits
 from deletion_service.delete_phase.pipeline import DeleteExecutor, DeletePipeline, Gatherer
 from deletion_service.delete_phase.rules.decision import Action, Policy, Verdict
-from deletion_service.delete_phase.rules.facts import BookKeeperFact, DeleteResult, DeleteStatus, Facts, OffloadFact
+from deletion_service.delete_phase.rules.facts import BookKeeperFact, DeleteResult, Facts, OffloadFact
 from deletion_service.metrics import DeletionMetrics
+from deletion_service.protocol.fate import DeleteStatus
 from deletion_service.protocol.request import PendingDeleteLedgerInfo
 from metastore.formats import LedgerMetadata
 

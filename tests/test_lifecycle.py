@@ -24,7 +24,8 @@ from deletion_service.delete_phase.rules.lifecycle import (
     Stage,
     Step,
 )
-from deletion_service.delete_phase.rules.outcomes import Outcome, SyncOutcome, outward
+from deletion_service.delete_phase.rules.outward import outward
+from deletion_service.protocol.fate import Outcome, SyncOutcome
 
 _ids = itertools.count()
 
@@ -195,3 +196,51 @@ def test_one_row_gives_every_outward_form(action: Action, outcome: Outcome, sync
                                           reason: str | None) -> None:
     out = outward(action)
     assert (out.outcome, out.sync, out.dlq_reason) == (outcome, sync, reason)
+
+
+def test_a_lane_decided_message_stays_the_lanes_until_taken_back() -> None:
+    """A message its lane decided has no publish, record or ack row: the worker cannot dispose of it
+    until the lane hands it back, so a stage read on the worker's thread can never settle it twice."""
+    d = disposal()
+    d.advance(Event.SEND_TO_LANE)
+    d.decide(Action(Verdict.DELETE_BOOKKEEPER, "deleted"))
+    assert d.stage == Stage.LANE_DECIDED and d.next == Step.NOTHING
+    for event in (Event.RECORD, Event.ACK, Event.PUBLISH_COPY, Event.REFUSE_RECORD):
+        with pytest.raises(IllegalTransition):
+            d.advance(event)
+    d.take_back()
+    assert d.stage == Stage.DECIDED and walk(d) == [Step.RECORD, Step.ACK]
+
+
+@pytest.mark.parametrize("verdict", [Verdict.DELETE_BOOKKEEPER, Verdict.RECONSUME])
+def test_a_refused_record_waits_at_its_own_stage_and_is_recorded_before_its_ack(verdict: Verdict) -> None:
+    d = disposal(Stage.DECIDED, verdict)
+    if verdict == Verdict.RECONSUME:
+        with pytest.raises(IllegalTransition):  # its copy comes first: a refused record cannot skip it
+            d.refuse_record()
+        d.advance(Event.PUBLISH_COPY)
+    d.refuse_record()
+    assert d.stage == Stage.RECORD_REFUSED and d.next == Step.RECORD
+    d.fail(now=0.0, base_backoff_s=1.0)  # refused again: same stage
+    with pytest.raises(IllegalTransition):
+        d.advance(Event.ACK)  # never acked unrecorded
+    assert walk(d) == [Step.RECORD, Step.ACK] and d.stage == Stage.ACKED
+
+
+def test_the_gate_closes_on_a_refused_record_first_then_an_outage_then_no_room() -> None:
+    refused = disposal(Stage.RECORD_REFUSED, Verdict.DELETE_BOOKKEEPER)
+    waiting = disposal(Stage.DECIDED, Verdict.DELETE_BOOKKEEPER)
+    asked: list[bool] = []
+
+    def ready(answer: bool):  # records whether the outage probe ran
+        def probe() -> bool:
+            asked.append(answer)
+            return answer
+        return probe
+
+    assert lifecycle.gate([waiting, refused], ready(False), 0) == lifecycle.Gate.TRAIL_REFUSED
+    assert asked == [], "no outage probe while a record is refused"
+    assert lifecycle.gate([waiting], ready(False), 5) == lifecycle.Gate.DEPENDENCY_DOWN
+    assert lifecycle.gate([waiting], ready(True), 0) == lifecycle.Gate.FULL
+    assert lifecycle.gate([], ready(True), 5) == lifecycle.Gate.OPEN
+    assert lifecycle.trail_refused([refused]) and not lifecycle.trail_refused([waiting])

@@ -19,7 +19,7 @@ import pytest
 
 from deletion_service import failpoints
 from deletion_service.cluster_writer import pulsar_custom_metadata
-from deletion_service.delete_phase.rules.outcomes import Outcome
+from deletion_service.protocol.fate import Outcome
 from tests.deletion_world import S3Bucket, World, request
 from tests.harness import MotoS3Server
 from tests.test_delete_phase_faults import TOPIC, world

@@ -22,9 +22,10 @@ import pytest
 
 from deletion_service.delete_phase.rules.decision import Action as DecidedAction
 from deletion_service.delete_phase.rules.decision import Kind, Policy, Verdict, settle_delete
-from deletion_service.delete_phase.rules.facts import DeleteResult, DeleteStatus, Facts, OffloadFact
+from deletion_service.delete_phase.rules.facts import DeleteResult, Facts, OffloadFact
 from deletion_service.delete_phase.storage.execute import Executor
 from deletion_service.delete_phase.storage.offload_claims import CLAIMS_ROOT, Busy, Claim, OffloadClaims, claim_name
+from deletion_service.protocol.fate import DeleteStatus
 from metastore import open_store
 from metastore.interface import ABSENT, MetadataStore
 from offloaders.interface import OffloadTarget

@@ -203,7 +203,7 @@ def test_a_large_malformed_payload_reaches_the_dlq_truncated(world: World, pulsa
 
 def test_dry_run_answers_would_delete_and_deletes_nothing(zk_url: str, zookeeper: ZooKeeperServer,
                                                           pulsar_broker: PulsarLiteBroker, bucket: S3Bucket) -> None:
-    from deletion_service.admin.outcomes import http_answer
+    from deletion_service.admin.answers import http_answer
     from deletion_service.service import LedgerDeletionService
 
     w = _world(zk_url, zookeeper, pulsar_broker.service_url, bucket)

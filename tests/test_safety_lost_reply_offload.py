@@ -14,7 +14,7 @@ import http.client
 import uuid
 from http.server import BaseHTTPRequestHandler
 
-from deletion_service.delete_phase.rules.outcomes import Outcome
+from deletion_service.protocol.fate import Outcome
 from tests.deletion_world import S3Bucket, World, request
 from tests.fault_proxy import FaultProxy
 from tests.harness import MotoS3Server

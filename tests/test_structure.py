@@ -231,3 +231,68 @@ def test_every_verdict_is_chosen_in_the_decision_table() -> None:
     home = ROOT / "deletion_service" / "delete_phase" / "rules" / "decision.py"
     outside = [hit for path in MODULES.values() if path != home for hit in _constructs(path, {"Action"})]
     assert outside == []
+
+
+#: Modules that talk to storage, a broker or another process: the rules may reach none of them.
+IO_MODULES = ("deletion_service.delete_phase.storage", "deletion_service.delete_phase.consumer",
+              "deletion_service.delete_phase.offload", "deletion_service.delete_phase.process",
+              "deletion_service.broker.pulsar_client", "deletion_service.broker.publisher",
+              "metastore.zookeeper_store", "metastore.zookeeper_multiread", "metastore.sqlite_store",
+              "metastore.factory", "offloaders.s3", "offloaders.filesystem", "offloaders.registry")
+IO_LIBRARIES = ("kazoo", "boto3", "botocore", "pulsar", "sqlite3", "socket", "subprocess", "urllib.request",
+                "http.client", "requests", "pyspark", "uvicorn", "fastapi", "multiprocessing", "threading")
+
+
+def _reach(start: str, graph: dict[str, set[str]]) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for child in graph[todo.pop()] - seen:
+            seen.add(child)
+            todo.append(child)
+    return seen
+
+
+def _libraries(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+    return {name for name in found if any(name == lib or name.startswith(f"{lib}.") for lib in IO_LIBRARIES)}
+
+
+def test_the_rules_reach_no_io_module() -> None:
+    """``delete_phase/rules`` decides and never does I/O, at any depth of what it imports: that is what
+    lets every row of its tables be tested without servers, and keeps a decision from waiting on one."""
+    graph = _graph()
+    rules = [m for m in MODULES if m.startswith("deletion_service.delete_phase.rules")]
+    assert rules, "the rules package exists"
+    bad = {}
+    for module in rules:
+        reached = _reach(module, graph) | {module}
+        io = sorted(r for r in reached if r.startswith(IO_MODULES))
+        libraries = sorted(set().union(*(_libraries(MODULES[r]) for r in reached)))
+        if io or libraries:
+            bad[module] = io + libraries
+    assert bad == {}
+
+
+def test_metrics_import_nothing_from_the_delete_phase() -> None:
+    """The metrics name a request's fate (``protocol/fate.py``), never how the delete phase decides it:
+    a change of the delete phase must not ripple into what Prometheus scrapes."""
+    reached = _reach("deletion_service.metrics", _graph())
+    assert sorted(r for r in reached if r.startswith("deletion_service.delete_phase")) == []
+
+
+def test_every_package_says_what_lives_there() -> None:
+    """Each package's ``__init__.py`` opens with a paragraph saying what the package holds."""
+    silent = []
+    for package in PACKAGES:
+        for init in sorted((ROOT / package).rglob("__init__.py")):
+            if "generated" in init.parts:
+                continue
+            doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+            if len(doc.split()) < 8:
+                silent.append(str(init.relative_to(ROOT)))
+    assert silent == []

@@ -33,8 +33,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
 from deletion_service.admin import openapi_text as text
+from deletion_service.admin.answers import UNAVAILABLE_RETRY_AFTER_S, HttpOutcome, http_answer
 from deletion_service.admin.deps import AdminDeps
-from deletion_service.admin.outcomes import UNAVAILABLE_RETRY_AFTER_S, HttpOutcome, http_answer
 from deletion_service.admin.request_body import check_text, json_body, read_capped
 from deletion_service.admin.schemas import Answer, DlqEntryModel, ReadyAnswer, payload_schemas
 from deletion_service.admin.status import add_status_route

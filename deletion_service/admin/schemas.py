@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from deletion_service.admin.outcomes import HttpOutcome
+from deletion_service.admin.answers import HttpOutcome
 from deletion_service.protocol.request import DeleteLedgerPayload
 
 REF = "#/components/schemas/{model}"

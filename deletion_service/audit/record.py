@@ -21,7 +21,7 @@ from typing import Any
 from deletion_service.broker.interface import Received, display_message_id
 from deletion_service.delete_phase.rules.decision import Action
 from deletion_service.delete_phase.rules.facts import Evidence
-from deletion_service.delete_phase.rules.outcomes import Outcome
+from deletion_service.protocol.fate import Outcome
 from deletion_service.protocol.request import PendingDeleteLedgerInfo
 
 #: Every record's keys, in the order a line spells them.

@@ -66,7 +66,7 @@ from deletion_service.audit.record import Entry
 from deletion_service.delete_phase.consumer.disposer import RecordsNotWritten
 from deletion_service.delete_phase.consumer.worker import Settled
 from deletion_service.delete_phase.rules.decision import Action
-from deletion_service.delete_phase.rules.outcomes import outward
+from deletion_service.delete_phase.rules.outward import outward
 from deletion_service.protocol.request import PendingDeleteLedgerInfo
 
 _log = logging.getLogger(__name__)

@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 from deletion_service.clock_text import local_moment
 from deletion_service.delete_phase.consumer.worker import DeletePhaseWorker
-from deletion_service.delete_phase.rules.outcomes import Outcome
 from deletion_service.metrics import PREFIX, DeletionMetrics
+from deletion_service.protocol.fate import Outcome
 
 _log = logging.getLogger("ledger_deletion.summary")
 

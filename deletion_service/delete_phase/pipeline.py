@@ -22,8 +22,9 @@ from typing import Protocol
 
 from deletion_service.delete_phase.rules import decision
 from deletion_service.delete_phase.rules.decision import Action, Kind, Policy
-from deletion_service.delete_phase.rules.facts import DeleteResult, DeleteStatus, Evidence, Facts
+from deletion_service.delete_phase.rules.facts import DeleteResult, Evidence, Facts
 from deletion_service.delete_phase.storage.execute import DELETES
+from deletion_service.protocol.fate import DeleteStatus
 from deletion_service.protocol.request import PendingDeleteLedgerInfo
 
 _log = logging.getLogger(__name__)

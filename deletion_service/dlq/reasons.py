@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 
 from deletion_service.delete_phase.rules.decision import Kind
-from deletion_service.delete_phase.rules.outcomes import UNKNOWN_DLQ_REASON
+from deletion_service.delete_phase.rules.outward import UNKNOWN_DLQ_REASON
 
 #: Kinds that delay a request (a reconsume) and never park it.
 _NEVER_PARKED = frozenset({Kind.NONE, Kind.NOT_YET, Kind.IN_USE_GRACE, Kind.TRANSIENT})

@@ -28,9 +28,9 @@ from deletion_service.broker.interface import BrokerError
 from deletion_service.cli import options, settings, ui
 from deletion_service.cli.connections import connect_broker
 from deletion_service.config import DeletionConfig
-from deletion_service.delete_phase.rules.outcomes import Outcome
 from deletion_service.errors import UsageError, UserError
 from deletion_service.orphans.scan_options import parse_duration
+from deletion_service.protocol.fate import Outcome
 from deletion_service.protocol.topics import DeletionTopics
 
 HELP = """The audit trail: one record per settled deletion request (what, outcome, why, the evidence

@@ -22,6 +22,7 @@ by one.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections import Counter
@@ -37,9 +38,10 @@ from deletion_service.delete_phase.consumer.settled_recently import SettledRecen
 from deletion_service.delete_phase.rules import decision, lifecycle
 from deletion_service.delete_phase.rules.decision import Action
 from deletion_service.delete_phase.rules.lifecycle import Disposal, Event, IllegalTransition, Stage, Step
-from deletion_service.delete_phase.rules.outcomes import Outcome, Outward, outward
+from deletion_service.delete_phase.rules.outward import Outward, outward
 from deletion_service.failpoints import failpoint
 from deletion_service.metrics import DeletionMetrics
+from deletion_service.protocol.fate import Outcome
 from deletion_service.protocol.request import LedgerType, PendingDeleteLedgerInfo
 
 _log = logging.getLogger(__name__)
@@ -103,9 +105,16 @@ class Disposer:
         self._acked_topics: Counter[str] = Counter()
         #: routine outcomes settled in the current call: (outcome, topic, ledger type) -> ledger ids, in order
         self._routine: dict[tuple[Outcome, str, LedgerType], list[int]] = {}
-        #: why the last record could not be written, until one is: no new deletes meanwhile (the worker's)
-        self.unrecorded: str | None = None
-        self._refused_this_pass = False  # the trail refused a record in this call: it is tried no more in it
+        #: the messages :meth:`try_again` is carrying on now (out of ``awaiting_next_try`` meanwhile)
+        self._in_pass: list[Disposal] = []
+        self._refused_why = "the audit trail refused records"  # what the trail said when it last refused
+
+    def trail_refused(self) -> str | None:
+        """Why nothing more may be deleted, while a message in hand waits at ``RECORD_REFUSED`` (see
+        :func:`.lifecycle.trail_refused`); None once the trail has taken every refused record."""
+        if lifecycle.trail_refused(itertools.chain(self.awaiting_next_try, self._in_pass)):
+            return self._refused_why
+        return None
 
     def stuck(self) -> str | None:
         """Why dispositions are failing, if one has kept failing for :data:`STUCK_AFTER_S`."""
@@ -119,7 +128,6 @@ class Disposer:
 
     def dispose_all(self, decided: list[Disposal]) -> None:
         """Publish the batch's copies together, record the batch together, then carry each message on alone."""
-        self._refused_this_pass = False
         refused = self._publish_copies(decided)
         going_on = [d for d in decided if d not in refused]  # a refused copy already waits for its next try
         unrecorded = self._record_all([d for d in going_on if d.next == Step.RECORD])
@@ -132,20 +140,19 @@ class Disposer:
 
     def try_again(self) -> None:
         """Dispositions whose backoff has passed get their next try."""
-        if not self.awaiting_next_try:
-            self.unrecorded = None  # no refused record left to retry: the next batch tries the trail again
         now = time.monotonic()
         due = [d for d in self.awaiting_next_try if d.next_try <= now]
         if not due:
             return
         self.awaiting_next_try = [d for d in self.awaiting_next_try if d.next_try > now]
-        self._refused_this_pass = False
-        refused = self._record_all([d for d in due if d.next == Step.RECORD])  # one try of the trail, not one each
+        self._in_pass = due  # a refused record among them still closes the gate while they are tried
         try:
+            refused = self._record_all([d for d in due if d.next == Step.RECORD])  # one try of the trail in all
             for d in due:
                 if d not in refused:
                     self._dispose(d)
         finally:
+            self._in_pass = []
             self._end_of_call()
         self.metrics.undisposed.set(len(self.awaiting_next_try))
 
@@ -204,15 +211,24 @@ class Disposer:
             except Exception:  # noqa: BLE001 - the one-by-one path meets it again and handles it per message
                 _log.exception("recording %d settlements failed; recording them one by one", len(due))
                 return set()
-            self.unrecorded = None
+            self._trail_takes_records()
         for d in due:
             d.advance(Event.RECORD)
         return set()
 
     def _not_recorded(self, d: Disposal, e: RecordsNotWritten) -> None:
-        self.unrecorded = str(e)
-        self._refused_this_pass = True
+        self._refused_why = str(e)
+        if d.stage != Stage.RECORD_REFUSED:
+            d.refuse_record()
         self._try_later(d, str(e), quiet=True)  # the hook said it once for the batch
+
+    def _trail_takes_records(self) -> None:
+        """The trail wrote a record: the records it refused before are tried at the next pass, not after
+        their backoff, so the gate they close opens as soon as the trail can take them."""
+        now = time.monotonic()
+        for d in self.awaiting_next_try:
+            if d.stage == Stage.RECORD_REFUSED:
+                d.next_try = min(d.next_try, now)
 
     def _copy_of(self, d: Disposal) -> Outgoing:
         action = d.decided
@@ -268,10 +284,11 @@ class Disposer:
                     self._copy_published(d)
                 case Step.RECORD:
                     if self.hooks.record is not None:
-                        if self._refused_this_pass:  # one try of the trail a call, not one a message
-                            raise RecordsNotWritten(0, self.unrecorded or "the audit trail refused records")
+                        # one try of the trail a pass, not one a message: a record refused in hand says no
+                        if (why := self.trail_refused()) is not None:
+                            raise RecordsNotWritten(0, why)
                         self.hooks.record([self._settlement(d)])
-                        self.unrecorded = None
+                        self._trail_takes_records()
                     d.advance(Event.RECORD)
                 case Step.ACK:
                     failpoint("delete.before-ack")

@@ -13,8 +13,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from deletion_service.broker.interface import Received
-from deletion_service.delete_phase.rules.hold_reason import HELD_WHY, HoldReason, of_properties
+from deletion_service.delete_phase.rules.hold_reason import HELD_WHY, of_properties
 from deletion_service.delete_phase.rules.lifecycle import Disposal
+from deletion_service.protocol.fate import HoldReason
 
 
 @dataclass(frozen=True)

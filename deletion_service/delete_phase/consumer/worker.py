@@ -37,7 +37,7 @@ from deletion_service.delete_phase.pipeline import DeletePipeline
 from deletion_service.delete_phase.process.lane import DeleteProcessLane
 from deletion_service.delete_phase.rules import decision, lifecycle
 from deletion_service.delete_phase.rules.decision import Action, Policy
-from deletion_service.delete_phase.rules.lifecycle import Disposal, Event, Stage
+from deletion_service.delete_phase.rules.lifecycle import Disposal, Event, Gate, Stage
 from deletion_service.delete_phase.storage.breaker import Breakers
 from deletion_service.failpoints import failpoint
 from deletion_service.metrics import DeletionMetrics
@@ -79,7 +79,7 @@ class DeletePhaseWorker:
         self.intake = Intake(requests, retries, publisher, policy, metrics, self.limits, settled, self.acked, clock)
         self.disposer = Disposer(publisher, metrics, self.limits, self.hooks, settled, self.acked, clock)
         if bookkeeper_lane is not None:  # its deletes wait while the trail refuses records, as this thread's do
-            bookkeeper_lane.may_delete = lambda: self.disposer.unrecorded is None
+            bookkeeper_lane.may_delete = lambda: self.disposer.trail_refused() is None
         self.busy = False
         #: Set when the daemon stops: finish the batch in hand, retry nothing parked, take nothing new
         #: (what is left unacked returns to the subscription when the consumers close).
@@ -109,7 +109,7 @@ class DeletePhaseWorker:
         """For ``/readyz``: every open breaker (metadata stores, offload targets that answered before) and why."""
         lane = self.offload_lane.down() if self.offload_lane is not None else None
         process = self.bookkeeper_lane.down() if self.bookkeeper_lane is not None else None
-        return "; ".join(d for d in (self.breakers.down(), lane, process, self.disposer.unrecorded) if d) or None
+        return "; ".join(d for d in (self.breakers.down(), lane, process, self.disposer.trail_refused()) if d) or None
 
     def stuck(self) -> str | None:
         return self.disposer.stuck()
@@ -127,17 +127,11 @@ class DeletePhaseWorker:
                 return 0
             with logs.one_write_per_batch():
                 self.disposer.try_again()
-            if self.disposer.unrecorded is not None:
-                time.sleep(min(wait_s, 0.2))  # records refused: take nothing new, delete nothing more
-                return 0
-            if not self.breakers.ready():
-                time.sleep(min(wait_s, 0.2))  # a dependency is down: take nothing, spend no retry
-                return 0
             # Every message taken may end up waiting here: take no more than there is room for.
-            waiting = len(self.disposer.awaiting_next_try)
-            room = min(self.limits.batch_size, self.limits.max_awaiting_next_try - waiting)
-            if room <= 0:
-                time.sleep(min(wait_s, 0.2))  # full: take nothing new until the broker takes these
+            waiting = self.disposer.awaiting_next_try
+            room = min(self.limits.batch_size, self.limits.max_awaiting_next_try - len(waiting))
+            if lifecycle.gate(waiting, self.breakers.ready, room) != Gate.OPEN:
+                time.sleep(min(wait_s, 0.2))  # a refused record, an outage or no room: take nothing new
                 return 0
             with logs.one_write_per_batch():  # a batch's INFO lines in one write (see logs.py)
                 settled = self._settle_offloads() + self._settle_bookkeeper_lane()
@@ -179,17 +173,15 @@ class DeletePhaseWorker:
             for d in to_pipeline:
                 d.advance(Event.SEND_TO_LANE)
             self.bookkeeper_lane.submit(to_pipeline, with_offloads=bool(in_lane))
-            lane_owns = set(in_lane) | set(to_pipeline)
         else:
             if to_pipeline:
                 for d, action in zip(to_pipeline, self._decide_here(to_pipeline), strict=True):
                     d.decide(action)
             if in_lane:  # this batch's BookKeeper deletes are done; its offload deletes wait in their lane
                 failpoint("delete.between-bookkeeper-and-offload")
-            lane_owns = set(in_lane)
-        # What went to a lane is the lane's from now on, even once its thread has decided it (it comes
-        # back through ``finished``): reading its stage here raced the lane and settled it twice.
-        return self._dispose_all([d for d in batch if d not in lane_owns])
+        # What went to a lane stays the lane's (IN_LANE, then LANE_DECIDED) until this thread takes it
+        # back from ``finished``: only what was decided here is DECIDED now.
+        return self._dispose_all([d for d in batch if d.stage == Stage.DECIDED])
 
     def _decide_here(self, items: list[Disposal]) -> list[Action]:
         """The pipeline's verdicts on this thread; if it fails past its own per-request guards (a bug), the
@@ -264,6 +256,8 @@ class DeletePhaseWorker:
     def _settle_offloads(self) -> int:
         """Dispose of the offload requests the lane has decided (this thread owns every disposition)."""
         done = self.offload_lane.finished() if self.offload_lane is not None else []
+        for d in done:
+            d.take_back()
         self._dispose_all(done)
         return len(done)
 
@@ -278,6 +272,8 @@ class DeletePhaseWorker:
             for batch in batches:
                 if batch.with_offloads:  # its BookKeeper deletes are done; its offload deletes are in their lane
                     failpoint("delete.between-bookkeeper-and-offload")
+                for d in batch.items:
+                    d.take_back()
                 settled += self._dispose_all(batch.items)
         finally:
             lane.disposed(len(batches))  # recorded: the next batch's deletes may go on

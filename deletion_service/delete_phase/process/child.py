@@ -41,9 +41,9 @@ from typing import Any
 from deletion_service import failpoints, logs
 from deletion_service.delete_phase.pipeline import DeletePipeline
 from deletion_service.delete_phase.rules.decision import Action, Policy
-from deletion_service.delete_phase.rules.facts import DeleteStatus
 from deletion_service.delete_phase.storage.execute import Executor, RateLimiter
 from deletion_service.delete_phase.storage.gather import FactGatherer
+from deletion_service.protocol.fate import DeleteStatus
 from deletion_service.protocol.request import PendingDeleteLedgerInfo
 from metastore import open_store
 from offloaders.registry import OffloaderSettings

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import assert_never
 
-from deletion_service.delete_phase.rules.facts import DeleteResult, DeleteStatus, Evidence, Facts
+from deletion_service.delete_phase.rules.facts import DeleteResult, Evidence, Facts
 from deletion_service.delete_phase.rules.verify_ledger import mismatch
+from deletion_service.protocol.fate import DeleteStatus
 from deletion_service.protocol.request import LedgerType, PendingDeleteLedgerInfo, Reason
 
 

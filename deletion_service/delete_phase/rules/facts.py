@@ -9,8 +9,8 @@ fact rather than raised, so the decision table sees every case.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
+from deletion_service.protocol.fate import DeleteStatus
 from metastore.formats import LedgerMetadata
 from offloaders.interface import OffloadTarget
 
@@ -101,16 +101,6 @@ class Evidence:
             custom = tuple(sorted(bk.metadata.custom_texts.items()))
         return cls(bk_version=bk.version if bk is not None else None, custom_metadata=custom,
                    references=facts.references, offload_objects=result.objects if result is not None else ())
-
-
-class DeleteStatus(StrEnum):
-    DELETED = "deleted"
-    ABSENT = "absent"  # already gone: success
-    BAD_VERSION = "bad_version"  # the ledger changed since it was verified: verify again later
-    TRANSIENT = "transient"  # storage did not answer usefully this time
-    CLAIMED = "claimed"  # an offloaded copy another daemon (or thread) is deleting now: untried, look again
-    FAILED = "failed"  # a permanent failure an operator must see
-    DRY_RUN = "dry_run"  # nothing was done on purpose
 
 
 @dataclass(frozen=True)

@@ -12,36 +12,14 @@ It is a label for people and alerts only: nothing is decided by it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from enum import StrEnum
 
 from deletion_service.delete_phase.rules.decision import Kind
+from deletion_service.protocol.fate import HoldReason
 
 #: The RETRY copy's property naming why it waits (ours: never carried over from a request).
 HELD_FOR = "ledgerDeletionHeldFor"
 #: The decision's words for it (e.g. "ledger younger than minLedgerAgeSeconds (86400s)").
 HELD_WHY = "ledgerDeletionHeldWhy"
-
-
-class HoldReason(StrEnum):
-    NOT_YET = "not-yet"  # too young (minLedgerAgeSeconds), or the ledger is still open / in recovery
-    GRACE = "in-use-grace"  # still listed; its mark phase may not have written yet
-    OUTAGE = "outage"  # deferred while a dependency was down (no try counted)
-    RETRY_DELAY = "retry-delay"  # a try failed; the next one after reconsumeLaterInSeconds
-    UNKNOWN = "unknown"  # a copy written before this property existed, or by someone else
-
-    @property
-    def label(self) -> str:
-        """For people: what the wait is, in a few words."""
-        return _LABELS[self]
-
-
-_LABELS = {
-    HoldReason.NOT_YET: "not yet: too young (minLedgerAgeSeconds) or still open",
-    HoldReason.GRACE: "in-use grace: still listed, its mark phase may not have written yet",
-    HoldReason.OUTAGE: "deferred through a dependency outage",
-    HoldReason.RETRY_DELAY: "retry delay after a failed try",
-    HoldReason.UNKNOWN: "reason not recorded (an older copy)",
-}
 
 
 def of_decision(kind: Kind, counts: bool) -> HoldReason:

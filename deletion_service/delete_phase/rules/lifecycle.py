@@ -11,11 +11,12 @@ The path every message takes::
 
     RECEIVED ──decide──▶ DECIDED ──publish copy──▶ COPY_PUBLISHED ──record──▶ RECORDED ──ack──▶ ACKED
         │                  │  └──────────────── record (no copy to publish) ──────▲
+        │                  │     (either) ──refuse record──▶ RECORD_REFUSED ──record──┘
         │                  ├──pause──▶ PAUSED ──resume──▶ RECEIVED   (a dependency outage)
         │                  └──leave unacked──▶ LEFT_UNACKED          (dry run: a real run gets it)
         ├──hold until due──▶ NOT_YET_DUE ──fall due──▶ RECEIVED
         │                        └──hand back──▶ HANDED_BACK          (held set full: back to RETRY)
-        ├──send to lane──▶ IN_LANE ────────decide──▶ DECIDED
+        ├──send to lane──▶ IN_LANE ──decide──▶ LANE_DECIDED ──take back──▶ DECIDED
         └──ack again──▶ ACKED / leave unacked──▶ LEFT_UNACKED         (settled here already)
 
 A publish, record or ack the broker refuses is ``FAIL``: the message keeps its
@@ -26,10 +27,24 @@ letter (``decision.could_not_reconsume``).  The terminal stages are ACKED,
 HANDED_BACK (acked once its copy is on RETRY) and LEFT_UNACKED (the
 subscription redelivers it); a message the worker stops holding in any other
 stage is simply not acked, and the broker redelivers it.
+
+Two stages carry what used to be flags beside the table:
+
+* ``LANE_DECIDED``: a lane (the offload lane's threads, the delete process) decided the
+  message, but it is still the lane's.  It has no publish, record or ack row, so the worker
+  cannot dispose of it by mistake; only ``TAKE_BACK``, when the lane hands it over, makes
+  it ``DECIDED`` again, on the worker's thread.
+* ``RECORD_REFUSED``: the audit trail refused its record (a full disk, a read-only volume,
+  the trail's lock held elsewhere).  While any message stands here the trail counts as
+  refused: the worker takes no new batch and nothing more is deleted (:func:`gate`), so a
+  deletion never goes unrecorded for longer than the batch in hand.
+
+:func:`gate` is the table's batch-level row: whether the worker may take a new batch now.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import assert_never
@@ -45,10 +60,12 @@ MAX_BACKOFF_S = 30.0
 class Stage(StrEnum):
     RECEIVED = "received"  # taken from a consumer, nothing decided
     NOT_YET_DUE = "not-yet-due"  # a RETRY message held in memory until its delay has passed
-    IN_LANE = "in-lane"  # decided elsewhere: the offload lane's threads, or the delete process
+    IN_LANE = "in-lane"  # being decided elsewhere: the offload lane's threads, or the delete process
+    LANE_DECIDED = "lane-decided"  # decided by its lane, not yet handed back: still the lane's
     DECIDED = "decided"  # its action is known; nothing published, recorded or acked yet
     PAUSED = "paused"  # its verification met a dependency outage: kept in hand, unacked, until it ends
     COPY_PUBLISHED = "copy-published"  # its RETRY or DLQ copy is receipted
+    RECORD_REFUSED = "record-refused"  # the audit trail refused its record: nothing more is deleted meanwhile
     RECORDED = "recorded"  # its audit record is written
     ACKED = "acked"
     HANDED_BACK = "handed-back"  # a not-yet-due message back on RETRY with the delay it has left, acked
@@ -62,11 +79,13 @@ class Event(StrEnum):
     ACK_AGAIN = "ack again"
     SEND_TO_LANE = "send to lane"
     DECIDE = "decide"
+    TAKE_BACK = "take back"
     REDECIDE = "redecide"
     PAUSE = "pause"
     RESUME = "resume"
     PUBLISH_COPY = "publish copy"
     RECORD = "record"
+    REFUSE_RECORD = "refuse record"
     ACK = "ack"
     FAIL = "fail"
     LEAVE_UNACKED = "leave unacked"
@@ -96,15 +115,20 @@ TRANSITIONS: dict[tuple[Stage, Event], Stage] = {
     (Stage.RECEIVED, Event.DECIDE): Stage.DECIDED,
     (Stage.NOT_YET_DUE, Event.FALL_DUE): Stage.RECEIVED,
     (Stage.NOT_YET_DUE, Event.HAND_BACK): Stage.HANDED_BACK,
-    (Stage.IN_LANE, Event.DECIDE): Stage.DECIDED,
+    (Stage.IN_LANE, Event.DECIDE): Stage.LANE_DECIDED,
+    (Stage.LANE_DECIDED, Event.TAKE_BACK): Stage.DECIDED,
     (Stage.DECIDED, Event.PAUSE): Stage.PAUSED,
     (Stage.DECIDED, Event.REDECIDE): Stage.DECIDED,
     (Stage.DECIDED, Event.PUBLISH_COPY): Stage.COPY_PUBLISHED,
     (Stage.DECIDED, Event.RECORD): Stage.RECORDED,
+    (Stage.DECIDED, Event.REFUSE_RECORD): Stage.RECORD_REFUSED,
     (Stage.DECIDED, Event.LEAVE_UNACKED): Stage.LEFT_UNACKED,
     (Stage.DECIDED, Event.FAIL): Stage.DECIDED,
     (Stage.PAUSED, Event.RESUME): Stage.RECEIVED,
     (Stage.COPY_PUBLISHED, Event.RECORD): Stage.RECORDED,
+    (Stage.COPY_PUBLISHED, Event.REFUSE_RECORD): Stage.RECORD_REFUSED,
+    (Stage.RECORD_REFUSED, Event.RECORD): Stage.RECORDED,
+    (Stage.RECORD_REFUSED, Event.FAIL): Stage.RECORD_REFUSED,
     (Stage.COPY_PUBLISHED, Event.FAIL): Stage.COPY_PUBLISHED,
     (Stage.RECORDED, Event.ACK): Stage.ACKED,
     (Stage.RECORDED, Event.FAIL): Stage.RECORDED,
@@ -125,11 +149,11 @@ def next_step(stage: Stage, verdict: Verdict | None) -> Step:
     match stage:
         case Stage.DECIDED:
             return _first_step(verdict)
-        case Stage.COPY_PUBLISHED:
+        case Stage.COPY_PUBLISHED | Stage.RECORD_REFUSED:
             return Step.RECORD
         case Stage.RECORDED:
             return Step.ACK
-        case (Stage.RECEIVED | Stage.NOT_YET_DUE | Stage.IN_LANE | Stage.PAUSED | Stage.ACKED
+        case (Stage.RECEIVED | Stage.NOT_YET_DUE | Stage.IN_LANE | Stage.LANE_DECIDED | Stage.PAUSED | Stage.ACKED
               | Stage.HANDED_BACK | Stage.LEFT_UNACKED):
             return Step.NOTHING
         case _:
@@ -202,6 +226,8 @@ class Disposal:
         target = TRANSITIONS.get((self.stage, event))
         if target is None:
             raise IllegalTransition(f"{self.message.message_id}: no {event!s} from {self.stage}")
+        if event == Event.REFUSE_RECORD and self.next != Step.RECORD:
+            raise IllegalTransition(f"{self.message.message_id}: a record refused before its step ({self.next!s})")
         if self.stage == Stage.DECIDED and event in _STEP_EVENTS.values() and _STEP_EVENTS.get(self.next) != event:
             raise IllegalTransition(f"{self.message.message_id}: {event!s} is not the next step ({self.next!s}) "
                                     f"of a {self.decided.verdict} verdict")
@@ -216,6 +242,14 @@ class Disposal:
         """Only before any copy is out: what is published stays what was decided."""
         self.advance(Event.REDECIDE)
         self.action = action
+
+    def take_back(self) -> None:
+        """Its lane handed it over: from now on the worker's thread disposes of it."""
+        self.advance(Event.TAKE_BACK)
+
+    def refuse_record(self) -> None:
+        """The audit trail refused its record: it waits here, unacked, for the trail to take it."""
+        self.advance(Event.REFUSE_RECORD)
 
     def pause(self) -> None:
         """Held through a dependency outage: decided again, from scratch, when it is over."""
@@ -232,6 +266,35 @@ class Disposal:
             self.first_failure = now
         self.failures += 1
         self.next_try = now + min(MAX_BACKOFF_S, base_backoff_s * 2 ** min(self.failures - 1, 6))
+
+
+class Gate(StrEnum):
+    """Whether the worker may take a new batch now, and if not, why (the table's batch-level row)."""
+
+    OPEN = "open"
+    TRAIL_REFUSED = "trail refused"  # a record waits at RECORD_REFUSED: take nothing, delete nothing more
+    DEPENDENCY_DOWN = "dependency down"  # a store is down: take nothing, spend no request's retries
+    FULL = "full"  # every message taken may end up waiting for its next try: no room for one more
+
+
+def gate(waiting: Iterable[Disposal], dependencies_ready: Callable[[], bool], room: int) -> Gate:
+    """The worker's gate before it takes a batch, in this order: a refused record first (no new deletes
+    may go unrecorded: a request the trail cannot name must not be followed by more), then an outage
+    (a batch taken now would spend retries on it; ``dependencies_ready`` probes, so it is asked only
+    when no record is refused), then room (a message taken may end up waiting)."""
+    if trail_refused(waiting):
+        return Gate.TRAIL_REFUSED
+    if not dependencies_ready():
+        return Gate.DEPENDENCY_DOWN
+    if room <= 0:
+        return Gate.FULL
+    return Gate.OPEN
+
+
+def trail_refused(waiting: Iterable[Disposal]) -> bool:
+    """Whether a message waits for the audit trail to take its record: then nothing more is deleted,
+    here or in the delete process, and the admin API's synchronous delete answers 503."""
+    return any(d.stage == Stage.RECORD_REFUSED for d in waiting)
 
 
 def pauses(action: Action, dependency_down: bool) -> bool:

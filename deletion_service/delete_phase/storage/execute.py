@@ -35,10 +35,11 @@ from tenacity import Retrying
 
 from deletion_service.delete_phase.offload.pool import in_parallel
 from deletion_service.delete_phase.rules.decision import Action, Verdict
-from deletion_service.delete_phase.rules.facts import DeleteResult, DeleteStatus, Facts, OffloadObject
+from deletion_service.delete_phase.rules.facts import DeleteResult, Facts, OffloadObject
 from deletion_service.delete_phase.storage.offload_claims import Busy, Claim, OffloadClaims, claim_name
 from deletion_service.delete_phase.storage.retry import TRANSIENT, in_process_retry
 from deletion_service.failpoints import failpoint
+from deletion_service.protocol.fate import DeleteStatus
 from metastore.interface import MetadataStore, MetadataStoreUnavailable, NodeDeleteOutcome
 from offloaders.interface import (
     ObjectDeleteOutcome,

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from deletion_service.delete_phase.rules.outcomes import SyncOutcome
+from deletion_service.protocol.fate import SyncOutcome
 from deletion_service.service import SyncResult
 
 #: Seconds a client should wait after a 503: dependencies usually come back within seconds.

@@ -2,7 +2,7 @@
 
 A decision leaves the delete phase in several shapes: the ``outcome`` label of
 ``…_acked_total`` and of the audit trail, the synchronous answer the admin API
-turns into an HTTP status (``admin/outcomes.py``, the HTTP contract over
+turns into an HTTP status (``admin/answers.py``, the HTTP contract over
 :class:`SyncOutcome`), the DLQ copy's ``reason`` property and the log level an
 operator filters on.  Three hand-written mappings of the same verdicts once
 drifted apart (a dry run answered 502 while the consumer counted it
@@ -14,37 +14,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import assert_never
 
 from deletion_service.delete_phase.rules.decision import Action, Kind, Verdict
-
-
-class Outcome(StrEnum):
-    """How a request ended, as counted in ``…_acked_total{outcome}`` and written to the audit trail."""
-
-    DELETED = "deleted"
-    ABSENT = "absent"
-    STILL_IN_USE = "still_in_use"
-    METADATA_MISMATCH = "metadata_mismatch"
-    RECONSUMED = "reconsumed"
-    DLQ = "dlq"
-    WOULD_DELETE = "would_delete"  # dry run: verified, nothing deleted
-
-
-class SyncOutcome(StrEnum):
-    """How a synchronous delete ended (``admin/outcomes.py`` maps each to an HTTP status)."""
-
-    DELETED = "deleted"
-    ABSENT = "absent"
-    WOULD_DELETE = "would_delete"  # dry run: verified, nothing deleted
-    STILL_IN_USE = "still_in_use"
-    METADATA_MISMATCH = "metadata_mismatch"
-    NOT_YET = "not_yet"  # OPEN / IN_RECOVERY, or too young: ask again after retry_after_s
-    UNAVAILABLE = "unavailable"  # a dependency failed: metadata store, S3, broker
-    FAILED = "failed"  # cannot verify, invalid, or a permanent storage error an operator must look at
-    OUT_OF_SCOPE = "out_of_scope"  # a daemon restricted to some namespaces was asked about another's ledger
-
+from deletion_service.protocol.fate import Outcome, SyncOutcome
 
 #: The DLQ copy's ``reason`` when the action names no kind (never expected; kept readable if it happens).
 UNKNOWN_DLQ_REASON = "failed"
