@@ -1,4 +1,4 @@
-"""Issue 15's ack-state figures: a million individual acks with a 50% hole pattern.
+"""The ack-state figures: a million individual acks with a 50% hole pattern.
 
     python -m bench.ack_state [--acks 1000000] [--entries-per-ledger 50000] [--repeat 3] [--json]
 

@@ -1,4 +1,4 @@
-"""Issue 29's figures in one run on one ZooKeeper: the daemon against the verifying ceiling and the peer.
+"""The delete-phase ceiling figures in one run on one ZooKeeper: the daemon against the verifying ceiling and the peer.
 
     python -m bench.ceiling [--ledgers 20000] [--rate 2000] [--profile-dir DIR] [--json]
 

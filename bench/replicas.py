@@ -1,4 +1,4 @@
-"""Issue 30's scale figure: 20,000 requests drained by 1, 2 and 3 daemon replicas, side by side.
+"""The replica scale figure: 20,000 requests drained by 1, 2 and 3 daemon replicas, side by side.
 
     python -m bench.replicas [--requests 20000] [--replicas 1,2,3] [--partitions 4] [--rounds 1]
 

@@ -1,4 +1,4 @@
-"""Issue 14's figures in one run, on one ZooKeeper: the daemon against the limits that bound it.
+"""The throughput figures in one run, on one ZooKeeper: the daemon against the limits that bound it.
 
     python -m bench.throughput [--ledgers 20000] [--scale 1000,10000,100000] [--plot bench/scale.png] [--json]
 

@@ -7,7 +7,7 @@ is never timed), each deleting every seeded ledger znode:
 
 * ``raw pipelined get+delete``: a bare kazoo loop, per window of ledgers all
   reads sent before waiting, then all deletes at the versions read.  This is
-  the raw ZooKeeper rate the delete-phase daemon must beat by 1.5x (issue 14):
+  the raw ZooKeeper rate the delete-phase daemon must beat by 1.5x:
   the daemon also verifies, so only batching lets it get there.
 * ``raw multi delete``: the versions read first (untimed), then only the
   deletes, in transactions, a few commits outstanding: the ceiling batching

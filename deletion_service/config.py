@@ -50,9 +50,9 @@ class DeletionConfig(BaseModel):
     # never above what the metadata store takes in one node (ZooKeeper: about 1 MB)
     managed_ledger_max_ack_state_in_bytes_to_persist: Annotated[int, Field(ge=1024, le=5 * 1024 * 1024)] = (
         5 * 1024 * 1024)
-    # Pulsar's older count limit; ignored whenever the byte limit above is set explicitly (the seed)
+    # Pulsar's older count limit; ignored whenever the byte limit above is set explicitly: the two limits are exclusive
     managed_ledger_max_unacked_ranges_to_persist: Annotated[int, Field(ge=0)] | None = None
-    # the seed's default: stop dispatching while a cursor's state does not fit its budget
+    # on by default: stop dispatching while a cursor's state does not fit its budget
     dispatcher_pause_on_ack_persistent_state_enabled: bool = True
     acknowledgment_at_batch_index_level_enabled: bool = False
     # Pulsar's clusterName: the ``cluster`` label of the cursor metrics

@@ -1,4 +1,4 @@
-"""``LedgerDeletionService``: the seed's interface, wiring stores, broker and storage together.
+"""``LedgerDeletionService``: the service's public interface, wiring stores, broker and storage together.
 
     start()                       subscribe the delete phase, open producers
     send_pending_delete(request)  phase one: publish a request, wait for its receipt
@@ -145,8 +145,8 @@ class LedgerDeletionService:
     def _guard(self, msg: Received, request: PendingDeleteLedgerInfo) -> str | None:
         """Namespace scope: why a request may not be acted on from where it was read.  A restricted
         daemon acts only for its own namespaces, whichever topic it read the request from: the cluster's
-        topic is named like ``pulsar/system``'s own (found from outside: ``run --namespace pulsar/system``
-        read every tenant's requests there and deleted another tenant's ledger)."""
+        topic is named like ``pulsar/system``'s own (without this check, ``run --namespace pulsar/system``
+        would read every tenant's requests there and delete another tenant's ledger)."""
         why = cross_namespace(msg.topic, request.topic_name, self.topics)
         if why is None and self.restricted_to is not None \
                 and not self.restricted_to(asked := namespace_of_topic(request.topic_name)):

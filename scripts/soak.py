@@ -4,9 +4,9 @@ random moments, on real ZooKeeper, the embedded broker and an S3 server; then dr
 
     python scripts/soak.py --kills 1000 [--seed S] [--json] [--max-minutes M] [--keep DIR] [--replicas N]
 
-``--replicas N`` (issue 30): N daemons, each its own data dir and admin port, on one external
+``--replicas N``: N daemons, each its own data dir and admin port, on one external
 pulsar-lite process, sharing the Shared subscription; faults hit one replica at a time (default 1:
-one daemon on its data dir's embedded broker, as before).
+one daemon on its data dir's embedded broker).
 
 The last line is JSON: {"kills", "failpoints": [...], "requests", "deleted", "wronglyDeleted",
 "orphansLeft", "deletedTwice", "leakedProcesses", "recoverySeconds", ...}.  Exit 0 when the three

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The soak-length runs the suite keeps short (issue 28: the README's test command under 15 minutes):
-# the same tests and assertions with the lengths they had in the suite before, about 8 minutes on 2 cores.
+# The soak-length runs the suite keeps short (so the README's test command stays under 15 minutes):
+# the same tests and assertions at full length, about 8 minutes on 2 cores.
 #
 #   safety interleaving   200 rounds, 150 s budget   (suite: 60 rounds, 45 s)
 #   scopes interleaving    60 rounds,  25 s budget   (suite: 30 rounds, 15 s)

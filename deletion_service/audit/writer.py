@@ -308,9 +308,9 @@ class AuditWriter:
 
     @contextmanager
     def _flocked(self) -> Iterator[None]:
-        """The trail's file lock, waited for at most :data:`LOCK_WAIT_S` (then OSError).  Found from outside:
-        another process holding it (a backup, a hung volume) held the worker's thread, and with it a
-        SIGTERM, for as long as it pleased."""
+        """The trail's file lock, waited for at most :data:`LOCK_WAIT_S` (then OSError).  Unbounded, the wait
+        would let another process holding it (a backup, a hung volume) hold the worker's thread, and with
+        it a SIGTERM, for as long as it pleased."""
         path = self.directory / trail.ANCHOR
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:

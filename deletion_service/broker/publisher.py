@@ -34,7 +34,7 @@ def route(request: PendingDeleteLedgerInfo, topics: DeletionTopics, namespace_sc
 
     Namespace scope: the namespace's own topic, unless ``namespace_known`` says the cluster has no such
     namespace (an orphan of a deleted one): daemons serve only the namespaces they find, so it would sit
-    there unread (found by attacking replicas).  Then the cluster's topics, which unrestricted daemons drain."""
+    there unread.  Then the cluster's topics, which unrestricted daemons drain."""
     if not namespace_scope:
         return topics
     namespace = namespace_of_topic(request.topic_name)

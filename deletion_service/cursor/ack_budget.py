@@ -1,9 +1,9 @@
 """The ack-state persist budget: what of a cursor's state goes into its node, in priority order.
 
-The seed (``ack-state-size-limit.md``): a cursor whose state no longer fits
-was persisted with its ranges silently cut (upstream #25540, #25985), and a
-restart redelivered what the cut dropped with nobody told.  Here the budget
-``managedLedgerMaxAckStateInBytesToPersist`` is applied in the seed's order:
+Why a budget: a cursor whose state no longer fits would be persisted with its
+ranges silently cut (upstream #25540, #25985), and a restart would redeliver
+what the cut dropped with nobody told.  Here the budget
+``managedLedgerMaxAckStateInBytesToPersist`` is applied in this order:
 
 1. the subscription properties (``cursorProperties``, where delayed-delivery buckets are
    referenced), and the ``properties`` that reference a ledger (``CompactedTopicLedger``), always:
@@ -68,7 +68,7 @@ class PersistBudget:
     def from_config(cls, config: object) -> PersistBudget:
         """The budget a :class:`~deletion_service.config.ServiceConfig` asks for.
 
-        The seed makes the two limits exclusive: when the byte limit is set, the range count is ignored.
+        The two limits are exclusive: when the byte limit is set, the range count is ignored.
         """
         explicit = getattr(config, "model_fields_set", set())
         count = getattr(config, "managed_ledger_max_unacked_ranges_to_persist", None)

@@ -166,7 +166,7 @@ class Dispatcher:
     def handle_seek(self, consumer: str, command: SeekCommand) -> bool:
         """A consumer's seek: adopt its epoch if bigger, then reset the cursor; False for an unknown consumer.
 
-        The seed says only that the server's epoch never goes down, so a seek whose epoch is not
+        The only rule is that the server's epoch never goes down, so a seek whose epoch is not
         bigger (an older client sends none, i.e. 0) still seeks; its epoch is just not adopted.
         The epoch and the reset go together: when the reset fails (another change runs:
         :class:`CursorEpochConflictError`), the consumer's epoch goes back to what it was, or

@@ -62,7 +62,7 @@ class ManagedCursor:
         self._read = Position(*read_position) if read_position is not None else successor(self._mark_delete)
         self._epoch = 0
         self._modifying = False
-        #: The whole cursor metadata's size at its last persist (the seed's ``cursorMetadataSizeInMemoryBytes``):
+        #: The whole cursor metadata's size at its last persist (``cursorMetadataSizeInMemoryBytes``):
         #: not real time, by design, since measuring it on every ack would cost more than the ack.
         self.metadata_size = 0
 

@@ -3,7 +3,7 @@
 ``pulsar_cursor_epoch_increase_count`` is a Counter, so prometheus-client
 exports it as ``pulsar_cursor_epoch_increase_count_total``;
 ``pulsar_cursor_epoch_increase_task_state`` is 1 while a change runs — stuck at
-1 means consumption is stuck (the seed's alert).  Labels
+1 means consumption is stuck.  Labels
 ``[cluster, namespace, topic, subscription]``.  The registry is a parameter so
 tests use their own and the daemon exposes :data:`REGISTRY`.
 
@@ -60,7 +60,7 @@ def _size_metrics_for(registry: CollectorRegistry) -> tuple[Gauge, Gauge]:
 
 @dataclass
 class CursorLabels:
-    """The cursor one observer reports for, as the seed's labels."""
+    """The cursor one observer reports for, as the metrics' labels."""
 
     cluster: str
     namespace: str

@@ -6,8 +6,8 @@ marker naming the ids they settled, and a listing hides those ids.
 
 Why they must be signed: anyone who may produce to a deletion topic (or, in namespace scope, to
 its own namespace's DLQ) chooses a message's properties and body.  A marker recognised by its
-property alone let one forged message hide every parked request from ``list``, ``requeue`` and
-``purge`` (issue 27, finding 3).  So a marker counts only when its body carries an HMAC-SHA256,
+property alone would let one forged message hide every parked request from ``list``, ``requeue`` and
+``purge``.  So a marker counts only when its body carries an HMAC-SHA256,
 over the DLQ topic it lives on and the ids it settles, under a key that producers cannot read:
 
 * **Where the key lives: the metadata store** (:data:`KEY_PATH`, 32 random bytes, created by the

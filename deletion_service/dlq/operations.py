@@ -33,7 +33,7 @@ so a crash can duplicate a request (the daemon handles a repeat), never lose one
 to the request topic of the DLQ it is parked in (in namespace scope a DLQ belongs to exactly one
 namespace; the cluster's DLQ to the cluster's topics, on the request's partition), never routed by
 its own ``topicName``: routed by its claim, a request dead-lettered as ``cross-namespace`` in
-t1/ns1 landed on t2/ns2's topic and was deleted (issue 27, finding 2).  There the daemon decides
+t1/ns1 would land on t2/ns2's topic and be deleted.  There the daemon decides
 again under that topic's scope.  Refusals retrying cannot change (:data:`STAYS_PARKED`, and any
 reason this tool does not write) stay parked when selected by ``--reason``, ``--older-than`` or
 ``--all``; they go back only when the operator names them by id.

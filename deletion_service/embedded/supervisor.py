@@ -1,9 +1,9 @@
 """Supervise the embedded broker a daemon owns: restart it when it dies, or give up loudly.
 
-Found from outside: with its pulsar-lite killed, the daemon stayed up forever,
-``/healthz`` said 200 so no liveness probe restarted it, and other commands
-started a second broker on the same data dir.  Now the daemon checks its
-broker's process every second.  A dead one is restarted on the same ports
+Without supervision, a daemon whose pulsar-lite was killed would stay up
+forever, ``/healthz`` would say 200 so no liveness probe restarted it, and other
+commands would start a second broker on the same data dir.  So the daemon checks
+its broker's process every second.  A dead one is restarted on the same ports
 (the client reconnects to the same URL; the broker's database keeps every
 message and subscription).  If restarts keep failing, the supervisor gives up:
 ``/healthz`` turns 503 and ``run`` exits with an ERROR, so its own supervisor

@@ -147,8 +147,8 @@ def _delete_process(opts: options.CommonOptions, cfg: DeletionConfig, offload: O
 
 def _wait_for_delete_process(service: LedgerDeletionService, stop: threading.Event) -> None:
     """Until the delete process runs (it dies with the daemon, and has opened its stores): the start line
-    names it only then; a SIGTERM meanwhile ends the wait (found from outside: with the process stopped
-    as it started, the wait outlasted the stop bound)."""
+    names it only then; a SIGTERM meanwhile ends the wait (otherwise, with the process stopped
+    as it started, the wait would outlast the stop bound)."""
     lane = service.worker.bookkeeper_lane if service.worker is not None else None
     if lane is None:
         return

@@ -69,7 +69,7 @@ class Settled:
 class RecordsNotWritten(OSError):
     """Raised by the ``record`` hook when the audit trail refused records (a full disk, a read-only volume,
     its lock held elsewhere): the first ``written`` were written, the others' messages stay unacked and are
-    recorded on their next try.  Found from outside: with the records only logged, the daemon went on
+    recorded on their next try.  Were the records only logged, the daemon would go on
     deleting batch after batch that its trail never named."""
 
     def __init__(self, written: int, why: str) -> None:

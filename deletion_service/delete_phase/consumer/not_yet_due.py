@@ -40,7 +40,7 @@ class NotYetDue:
 
     def holds(self, message: Received) -> bool:
         """Whether this very message is held here already: a broker that restarts redelivers what
-        its consumers had not acked, held messages included (found by attacking replicas)."""
+        its consumers had not acked, held messages included."""
         return (message.topic, message.message_id) in self._held
 
     def __len__(self) -> int:

@@ -185,7 +185,7 @@ class DeletePhaseWorker:
 
     def _decide_here(self, items: list[Disposal]) -> list[Action]:
         """The pipeline's verdicts on this thread; if it fails past its own per-request guards (a bug), the
-        batch is reconsumed as an internal error, not left in hand unacked (found from outside)."""
+        batch is reconsumed as an internal error, not left in hand unacked."""
         tries = [dispose.attempts(d.message) for d in items]
         try:
             return self.pipeline.run([d.admitted for d in items], tries, self.policy,

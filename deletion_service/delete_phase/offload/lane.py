@@ -1,15 +1,15 @@
 """The offload lane: tiered-storage requests verified and deleted on their own threads.
 
-Found from outside: offload and BookKeeper requests shared a batch, so with the
-S3 endpoint hung each offload request cost about 20 s and no BookKeeper ledger
-was deleted for a minute, while ``/readyz`` said 200 and nothing was logged.
-Now the worker hands each batch's offload requests to this lane and goes on
-with the BookKeeper ones; decided requests come back to the worker thread,
-which alone publishes and acks (one thread owns the dispositions, as before).
+Were offload and BookKeeper requests to share a batch, then with the S3
+endpoint hung each offload request would cost about 20 s and no BookKeeper
+ledger would be deleted for a minute, while ``/readyz`` said 200 and nothing
+was logged.  So the worker hands each batch's offload requests to this lane and
+goes on with the BookKeeper ones; decided requests come back to the worker
+thread, which alone publishes and acks (one thread owns the dispositions).
 
-Found next: one breaker for the whole lane let one request stop it.  A forged
-request naming an endpoint that never answers opened it, with itself as the
-probe, and no genuine copy was deleted again.  Now every target (driver family,
+One breaker for the whole lane would let one request stop it: a forged
+request naming an endpoint that never answers would open it, with itself as
+the probe, and no genuine copy would be deleted again.  So every target (driver family,
 endpoint, bucket) has its own breaker (:class:`.breaker.TargetBreakers`), and a
 target that does not answer costs its own requests only:
 
@@ -116,8 +116,8 @@ class OffloadLane:
         """A graceful stop: take nothing new, and wait up to ``wait_s`` for the batches in hand to be
         decided (then :meth:`finished` has them).  Returns how many are still in hand.
 
-        Found from outside: a SIGTERMed replica exited while the store was answering its offload
-        delete, applied, recorded by nobody.  What is queued or held stays unacked (redelivered)."""
+        Without the wait, a SIGTERMed replica could exit while the store was answering its offload
+        delete: applied, recorded by nobody.  What is queued or held stays unacked (redelivered)."""
         deadline = time.monotonic() + wait_s
         with self._cond:
             self._quiescing = True

@@ -1,7 +1,7 @@
 """The delete process: the BookKeeper requests' gather → decide → delete, in a child process of the daemon.
 
-Why a process: profiled (issue 29), the daemon's delete-phase thread was busy all the time with
-~15 per-request steps of Python under one GIL, and the one core it could use set the rate; a
+Why a process: in the daemon's own thread, profiling shows the delete phase busy all the time with
+~15 per-request steps of Python under one GIL, and the one core it can use sets the rate; a
 second thread cannot help under that lock.  So the half of the work that talks to the metadata
 stores (gathering the facts, the decision table, the deletes at the verified versions) runs here,
 in a process of its own with its own sessions, while the daemon's thread receives, records, acks
@@ -16,7 +16,7 @@ until the daemon has recorded the batch before (:data:`RECORDS_FIRST`), so a dae
 leaves no more deleted-but-unrecorded than without this process.  This process dies with
 the daemon (``PR_SET_PDEATHSIG``, and it exits when its pipe closes), and a failpoint that kills
 it kills the daemon too (:func:`deletion_service.failpoints.kill_with`): the soak's kills mean
-"the daemon dies here", as before the split.
+"the daemon dies here", whichever of the two processes it hits.
 """
 
 from __future__ import annotations
@@ -105,8 +105,8 @@ class DeleteProcess:
         self._conn, child_conn = multiprocessing.Pipe()
         fd = child_conn.fileno()
         # Never fork a process with the client's threads: a fresh interpreter, which asks to die with the
-        # daemon before it imports anything (found from outside: one SIGSTOPped during its imports
-        # outlived a SIGKILLed daemon), then says so; no helper process of multiprocessing's either.
+        # daemon before it imports anything (otherwise one SIGSTOPped during its imports could
+        # outlive a SIGKILLed daemon), then says so; no extra process of multiprocessing's either.
         self._process = subprocess.Popen([sys.executable, "-c", _BOOTSTRAP, str(fd), str(os.getpid())],
                                          pass_fds=[fd], stdin=subprocess.DEVNULL, env=_child_env())
         child_conn.close()

@@ -38,7 +38,7 @@ BATCHES = 2
 #: The pause before a new delete process is started after one could not be.
 RESTART_BACKOFF_S = 1.0
 #: A batch this long in the delete process makes ``/readyz`` fail (one takes well under a second; under
-#: ``maxDeletionsPerSecond`` at most about one; found from outside: a SIGSTOPped process held every
+#: ``maxDeletionsPerSecond`` at most about one; without it, a SIGSTOPped process would hold every
 #: request while ``/readyz`` said 200).
 DECIDING_TOO_LONG_S = 15.0
 

@@ -1,9 +1,9 @@
 """Circuit breakers: a dependency outage pauses the work; it never spends a request's retries.
 
-Found from outside: with ZooKeeper down, the daemon moved its whole backlog to
-RETRY at about 150 messages/s, each pass counting as a retry.  A 47 s outage
-with a 1 s reconsume delay dead-lettered all 267 pending requests; with the
-600 s default, a 16 s outage delayed 2,500 requests by ten minutes.
+Without them, a ZooKeeper outage would move the whole backlog to RETRY at
+about 150 messages/s, each pass counting as a retry.  A 47 s outage with a
+1 s reconsume delay would dead-letter all 267 pending requests; with the
+600 s default, a 16 s outage would delay 2,500 requests by ten minutes.
 
 A transient failure says only that *something* did not answer.  When a batch
 ends with one, each breaker probes its dependency once; if a probe fails, that
@@ -142,10 +142,10 @@ class TargetBreakers:
     """One breaker per offload target (driver family + endpoint + bucket): a target that does not
     answer costs its own requests, never another target's.
 
-    Found from outside: the offload lane had one breaker, probed with the first
-    failing request's endpoint.  One forged request naming an endpoint that
-    never answers opened it, and the lane stopped for good: no genuine
-    offloaded copy was deleted again.  So:
+    With one breaker for the whole offload lane, probed with the first failing
+    request's endpoint, one forged request naming an endpoint that never
+    answers would open it, and the lane would stop for good: no genuine
+    offloaded copy would be deleted again.  So:
 
     * a call that fails transiently makes its target *suspect* (``failed``): a
       request that starts afterwards is not sent there (``gate``), so a hung

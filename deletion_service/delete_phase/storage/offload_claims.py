@@ -5,8 +5,8 @@ of two replicas holding duplicate requests (a redelivery, a trim re-run,
 ``scan-orphans --enqueue`` twice) one deletes it and the other finds it gone.
 Object stores have no conditional delete: the offloader HEADs each object (to
 tell "deleted" from "absent") and then deletes the present ones, so two daemons
-(or two threads of one) both saw the objects present, both deleted them, and
-both recorded ``deleted`` with their sizes: one copy counted twice (issue 30).
+(or two threads of one) could both see the objects present, both delete them, and
+both record ``deleted`` with their sizes: one copy counted twice.
 
 So the delete of a copy's objects runs under a claim in the metadata store,
 the one truth every replica shares: a node of ours (under :data:`CLAIMS_ROOT`,
