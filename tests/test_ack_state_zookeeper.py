@@ -44,11 +44,11 @@ def test_a_huge_ack_state_persists_within_the_budget_and_reloads_to_the_truncate
     assert full_ranges > 8 * zk_store.max_request_bytes
 
     registry = CollectorRegistry()
-    transitions = zk_store._transitions  # connection state changes kazoo reported so far
+    transitions = zk_store.connection.transitions  # connection state changes kazoo reported so far
     with caplog.at_level(logging.WARNING):
         saved = persistence.save(zk_store, stored, cursor, budget=PersistBudget(),
                                  observer=AckStateMetrics("standalone", "t/ns", TOPIC, SUB, registry))
-    assert zk_store._transitions == transitions, "ZooKeeper dropped the connection"
+    assert zk_store.connection.transitions == transitions, "ZooKeeper dropped the connection"
 
     raw = zk_store.get(path)
     assert raw is not None and raw.version == saved.version

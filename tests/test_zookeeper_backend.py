@@ -13,7 +13,14 @@ from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 from kazoo.security import make_digest_acl
 
-from metastore import ABSENT, MetadataStoreError, MetadataStoreUnavailable, open_store, zookeeper_store
+from metastore import (
+    ABSENT,
+    MetadataStoreError,
+    MetadataStoreUnavailable,
+    open_store,
+    zookeeper_batch_reads,
+    zookeeper_connection,
+)
 from metastore.retry import read_retry
 from metastore.zookeeper_multiread import (
     FIRST_OPS,
@@ -210,7 +217,7 @@ def test_multi_read_answers_as_single_reads(zookeeper: ZooKeeperServer, zk_url: 
         assert got["/mr/missing"] is None and got["/nope/deeper"] is None
         assert got["/mr/empty"].data == got["/mr/null"].data == b""  # type: ignore[union-attr]
         assert spy.sent == [tuple(chroot + p if p != "/" else chroot for p in paths)]
-        assert store._multi_read is True
+        assert store.batch_reads.multi_read is True
         assert store.get_many([]) == {}
 
 
@@ -258,9 +265,9 @@ def test_multi_read_of_a_node_we_may_not_read_fails_as_before(zookeeper: ZooKeep
         with pytest.raises(MetadataStoreError, match=r"refused access to /acl/secret: check the digest") as e:
             anonymous.get_many(paths)
         assert not isinstance(e.value, MetadataStoreUnavailable)
-        assert anonymous._multi_read is True
+        assert anonymous.batch_reads.multi_read is True
         with pytest.raises(MetadataStoreError) as before:
-            anonymous._get_pipelined(paths)
+            anonymous.batch_reads.get_pipelined(paths)
         assert str(before.value) == str(e.value)
 
     secret = tmp_path / "digest"
@@ -280,7 +287,7 @@ class OldServerOpcode(MultiRead):
 
 def test_server_without_multi_read_falls_back_once_and_remembers(zk_url: str,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(zookeeper_store, "MultiRead", OldServerOpcode)
+    monkeypatch.setattr(zookeeper_batch_reads, "MultiRead", OldServerOpcode)
     with _zk_store(zk_url) as store:
         for i in range(5):
             store.put(f"/old/{i}", f"v{i}".encode(), ABSENT)
@@ -290,7 +297,7 @@ def test_server_without_multi_read_falls_back_once_and_remembers(zk_url: str,
         monkeypatch.setattr(store._client, "_call", spy)
 
         assert store.get_many(paths) == expected  # refused, connection back, pipelined: one call
-        assert store._multi_read is False and len(spy.sent) == 1
+        assert store.batch_reads.multi_read is False and len(spy.sent) == 1
         assert store.get_many(paths) == expected  # not asked again
         assert len(spy.sent) == 1
 
@@ -298,7 +305,7 @@ def test_server_without_multi_read_falls_back_once_and_remembers(zk_url: str,
 def test_refusal_that_keeps_the_connection_falls_back_too(zk_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Fault injection, in-process: a multi-read answered UNIMPLEMENTED on a connection that stays up
     (no ZooKeeper does this; a proxy might).  The store waits only DROP_GRACE_S for a drop."""
-    monkeypatch.setattr(zookeeper_store, "DROP_GRACE_S", 0.1)
+    monkeypatch.setattr(zookeeper_connection, "DROP_GRACE_S", 0.1)
     with _zk_store(zk_url) as store:
         store.put("/kept/a", b"a", ABSENT)
         real = store._client._call
@@ -311,7 +318,7 @@ def test_refusal_that_keeps_the_connection_falls_back_too(zk_url: str, monkeypat
 
         monkeypatch.setattr(store._client, "_call", refuse)
         assert store.get_many(["/kept/a", "/kept/b"]) == {"/kept/a": store.get("/kept/a"), "/kept/b": None}
-        assert store._multi_read is False
+        assert store.batch_reads.multi_read is False
 
 
 def test_multi_read_is_tried_once_and_retried_only_by_the_caller(zk_url: str,
@@ -340,7 +347,7 @@ def test_multi_read_is_tried_once_and_retried_only_by_the_caller(zk_url: str,
         dropped["left"] = 1
         assert read_retry()(store.get_many, ["/once/a"])["/once/a"].data == b"a"  # type: ignore[union-attr]
         assert dropped["calls"] == 3
-        assert store._multi_read is True  # a lost connection says nothing about multi-read support
+        assert store.batch_reads.multi_read is True  # a lost connection says nothing about multi-read support
 
 
 def test_get_many_when_not_connected(zk_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
