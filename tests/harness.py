@@ -46,6 +46,19 @@ def wait_until(check: Callable[[], bool], timeout: float, what: str, proc: subpr
     raise RuntimeError(f"{what} not ready within {timeout}s\n{_tail(log_path)}")
 
 
+def poll(check: Callable[[], bool], timeout: float, interval: float = 0.05) -> bool:
+    """Ask ``check`` every ``interval`` seconds until it holds (True) or ``timeout`` passes (False):
+    for a wait whose end is not a failure, where ``wait_until`` would raise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if check():
+            return True
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(interval, left))
+
+
 def _tail(path: Path | None, lines: int = 40) -> str:
     if path is None or not path.exists():
         return ""

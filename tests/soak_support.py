@@ -28,7 +28,6 @@ import functools
 import os
 import random
 import threading
-import time
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -283,8 +282,3 @@ class ClusterState:
                    "stillListed": len(snap.listed_ids()), "orphansCreated": len(orphans),
                    "offloaded": len(objects)}
         return wrong, leaks, figures
-
-
-def wait_quiet(seconds: float) -> None:
-    """A pause that reads as intent at the call site."""
-    time.sleep(seconds)

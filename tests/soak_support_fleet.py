@@ -23,7 +23,7 @@ from pathlib import Path
 
 from deletion_service.broker.interface import BrokerError
 from deletion_service.inflight import parse_backlog_metrics
-from tests.harness import PulsarLiteBroker, free_port
+from tests.harness import PulsarLiteBroker, free_port, poll
 from tests.soak_support_procs import Cli, Daemon, broker_pids
 
 #: The failpoint only the embedded broker's start reaches: replicas run on an external broker.
@@ -91,21 +91,22 @@ class Fleet:
         t0 = time.monotonic()
         for daemon in self.daemons:
             daemon.start()
-        quiet_since, backlog, seen = None, -1, []
-        while time.monotonic() - t0 < max_wait_s:
-            backlog = self._backlog()
-            now = time.monotonic()
+        quiet_since: float | None = None
+        seen: list[tuple[float, int]] = []
+
+        def quiet_long_enough() -> bool:  # the backlog read 0 throughout the last DRAIN_QUIET_S
+            nonlocal quiet_since
+            backlog, now = self._backlog(), time.monotonic()
             if not seen or seen[-1][1] != backlog:
                 seen.append((round(now - t0, 1), backlog))
             quiet_since = (quiet_since or now) if backlog == 0 else None
-            if quiet_since is not None and now - quiet_since >= DRAIN_QUIET_S:
-                break
-            time.sleep(1)
+            return quiet_since is not None and now - quiet_since >= DRAIN_QUIET_S
+
+        idle = poll(quiet_long_enough, max_wait_s, interval=1)  # the metrics change every ~10 s at most
         codes = [daemon.stop() for daemon in self.daemons]
-        idle = quiet_since is not None and time.monotonic() - quiet_since >= DRAIN_QUIET_S
         worst = next((c for c in codes if c != 0), 0)
         return {"exit": worst if idle else 124, "seconds": round(time.monotonic() - t0, 1), "exits": codes,
-                "backlogAtEnd": backlog, "backlogChanges": seen[:12]}
+                "backlogAtEnd": seen[-1][1] if seen else -1, "backlogChanges": seen[:12]}
 
     def _backlog(self) -> int:
         """Unacknowledged requests on the request partitions and RETRY (the DLQ's subscription is

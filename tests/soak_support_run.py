@@ -45,6 +45,7 @@ import pulsar
 
 from deletion_service.embedded.broker import alive
 from deletion_service.failpoints import POINTS
+from tests.harness import poll, port_answers
 from tests.soak_support import ClusterState, Servers
 from tests.soak_support_fleet import EMBEDDED_ONLY, Fleet, deleted_twice
 from tests.soak_support_procs import KILLED, Cli, Daemon, TrimDriver, TrimOutcome, broker_pids, leaked_processes
@@ -153,14 +154,23 @@ class Soak:
     def _enqueue(self, lines: list[dict], what: str, attempts: int = 5) -> bool:
         path = self.root / "logs" / f"enqueue-{threading.get_ident()}.jsonl"
         path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-        for _ in range(attempts):
+        for attempt in range(attempts):
+            if attempt:  # most often the broker was between lives (a kill): again once it serves
+                poll(self._broker_serves, 10, interval=0.1)
             code, _ = self.cli.run("enqueue", "--from-file", str(path), log_name="enqueue", timeout=60)
             if code == 0:
                 self.record.sent[what] += len(lines)
                 return True
-            time.sleep(1)
         self.record.note(f"enqueue ({what}) failed {attempts} times")
         return False
+
+    def _broker_serves(self) -> bool:
+        """The broker the daemons consume from answers on its port (its record may be mid-rewrite)."""
+        try:
+            url = self.fleet.service_url()
+        except (OSError, ValueError, KeyError):
+            return False
+        return port_answers(int(url.rsplit(":", 1)[1]))
 
     def _observe_loop(self) -> None:
         while not self.stop_event.wait(2):

@@ -6,9 +6,7 @@ Real processes: ``ledger-deletion run`` on the session's ZooKeeper (a chroot per
 
 from __future__ import annotations
 
-import time
-
-from tests.harness import wait_until
+from tests.harness import poll, wait_until
 from tests.replicas_world import Replica
 from tests.test_attack32_support import (
     AttackWorld,
@@ -26,12 +24,14 @@ STALL_S = 20
 
 
 def _readyz_until_not_ready(daemon: Replica, seconds: float) -> list[int]:
-    """Poll /readyz every second for ``seconds`` or until it is not 200."""
+    """Ask /readyz every second for ``seconds`` or until it is not 200; every answer, in order."""
     codes: list[int] = []
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and (not codes or codes[-1] == 200):
+
+    def not_ready() -> bool:
         codes.append(readyz(daemon))
-        time.sleep(1)
+        return codes[-1] != 200
+
+    poll(not_ready, seconds, interval=1)
     return codes
 
 

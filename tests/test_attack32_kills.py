@@ -27,10 +27,13 @@ from tests.test_attack32_support import (
     gone,
     log,
     next_child,
+    readyz_text,
+    received,
     sigterm_seconds,
     started,
     stopped,
     wait_acked,
+    wait_sessions_expired,
     world,
     zookeeper_port,
 )
@@ -98,7 +101,7 @@ def test_a_child_whose_zookeeper_session_expired_holding_a_batch_recovers(world:
     world.enqueue(world.orphans(20))
     wait_until(lambda: HELD in log(world, daemon), 30, "a batch in the child")
     with stopped(child):
-        time.sleep(14)  # the session's expiry is the fault: nothing to wait for but the clock
+        wait_sessions_expired(child, zookeeper_port(world))
     _deleted_once(world)
     assert daemon.running()
     assert not [r for rep in world.replicas for r in rep.audit() if r["outcome"] == "dead-lettered"]
@@ -130,7 +133,7 @@ def test_a_child_killed_with_the_next_batch_queued_loses_neither_batch(world: At
     child = started(world, daemon, "delete.before-storage=sleep:5@1")
     world.enqueue(world.orphans(60))
     wait_until(lambda: HELD in log(world, daemon), 30, "a batch in the child")
-    time.sleep(0.5)  # let the daemon queue the next batches behind the held one: no event says it has
+    wait_until(lambda: received(daemon) > 10, 30, "the next batch taken in behind the held one", interval=0.1)
     os.kill(child, signal.SIGKILL)
     _deleted_once(world, 60)
     wait_acked(world, module_pulsar_lite)
@@ -146,7 +149,7 @@ def test_the_daemon_stopped_past_its_sessions_while_the_child_holds_a_batch_reco
     wait_until(lambda: HELD in log(world, daemon), 30, "a batch in the child")
     assert daemon.proc is not None
     with stopped(daemon.proc.pid):
-        time.sleep(14)  # the session's expiry is the fault: nothing to wait for but the clock
+        wait_sessions_expired(daemon.proc.pid, zookeeper_port(world))
     _deleted_once(world)
     assert daemon.running()
 
@@ -195,7 +198,10 @@ def test_a_child_stopped_as_it_spawns_goes_with_its_daemon(world: AttackWorld, s
     daemon.start()
     child = _stop_the_child_as_it_spawns(daemon, marker)
     world.children_seen.add(child)
-    time.sleep(0.5)  # the child stays stopped: let the daemon's start meet it
+    # the daemon's start waits for this child (its admin API, up by then, names it), so the signal
+    # meets that wait
+    wait_until(lambda: f"the delete process (pid {child}) is starting" in readyz_text(daemon), 30,
+               "the daemon waiting for its stopped delete process", daemon.proc, interval=0.1)
     try:
         seconds, code = sigterm_seconds(daemon, bound=25) if sig == signal.SIGTERM else (0.0, daemon.stop(sig))
         assert seconds <= 20, (seconds, code, log(world, daemon)[-2000:])

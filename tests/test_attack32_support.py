@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from deletion_service.inflight import parse_backlog_metrics
 from tests.harness import PulsarLiteBroker, wait_until
@@ -110,6 +111,25 @@ def started(world: AttackWorld, replica: Replica, failpoint: str | None = None, 
     return child
 
 
+def received(replica: Replica) -> int:
+    """Requests the daemon's delete phase has taken from the broker so far (its /metrics)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{replica.port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    return sum(int(sample.value) for family in text_string_to_metric_families(text) for sample in family.samples
+               if sample.name == "pulsar_ledger_deletion_received_total")
+
+
+def readyz_text(replica: Replica) -> str:
+    """``/readyz``'s body ("" when it does not answer)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{replica.port}/readyz", timeout=5) as r:
+            return r.read().decode(errors="replace")
+    except urllib.error.HTTPError as e:
+        return e.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def readyz(replica: Replica) -> int:
     """``/readyz``'s status code (0: no answer)."""
     try:
@@ -143,6 +163,23 @@ def sigterm_seconds(replica: Replica, bound: float = 40) -> tuple[float, int | N
 
 def zookeeper_port(world: ReplicaWorld) -> int:
     return int(world.zk_url.split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
+
+
+def zookeeper_connections(pid: int, port: int) -> int:
+    """How many established TCP connections process ``pid`` holds to ZooKeeper.  A stopped process
+    cannot close one: its count drops when ZooKeeper closes the connection, as it does when it
+    expires the connection's session."""
+    listing = subprocess.run(["ss", "-Htnp", "state", "established", "dport", "=", f":{port}"],
+                             capture_output=True, text=True, check=True).stdout
+    return sum(f"pid={pid}," in line for line in listing.splitlines())
+
+
+def wait_sessions_expired(pid: int, port: int, timeout: float = 40) -> None:
+    """Until ZooKeeper has expired every session of the stopped process ``pid`` (it closed their
+    connections); the process must have held one."""
+    assert zookeeper_connections(pid, port) > 0, f"process {pid} holds no ZooKeeper connection"
+    wait_until(lambda: zookeeper_connections(pid, port) == 0, timeout,
+               f"ZooKeeper expiring the sessions of stopped process {pid}", interval=0.5)
 
 
 def cut_zookeeper(pid: int, port: int) -> int:

@@ -79,7 +79,7 @@ from metastore.formats import (
 )
 from offloaders.interface import java_uuid
 from tests.deletion_world import UPSTREAM_META, make_world, now_ms
-from tests.harness import MotoS3Server, PulsarLiteBroker, ZooKeeperServer
+from tests.harness import MotoS3Server, PulsarLiteBroker, ZooKeeperServer, poll
 from tests.safety_checker import SafetyChecker, Violation
 from tests.test_safety_interleaving import Bucket, Ids, read_all
 
@@ -677,13 +677,14 @@ def test_cross_namespace_requeues_and_shared_segments_interleaved(
     rounds_s = time.monotonic() - started
 
     # ---- drain: every request sent through the daemon ended; the daemon idle; nothing unacked
-    deadline = time.monotonic() + 90
-    while True:
+    missing: list[tuple[bytes, str]] = []
+
+    def every_request_ended() -> bool:
         ends = Counter(s.message.data for s in list(w.settled) if s.outcome.value in TERMINAL)
-        missing = [(p, k) for p, k, _ in w.truth.sent if ends[p] < 1]
-        if not missing or time.monotonic() > deadline:
-            break
-        time.sleep(0.3)
+        missing[:] = [(p, k) for p, k, _ in w.truth.sent if ends[p] < 1]
+        return not missing
+
+    poll(every_request_ended, 90, interval=0.3)
     for p, k in missing:
         w.violations.append(("drain", Violation("3:never-settled", None, f"{k} {p[:140]!r}")))
     if w.daemon.wait(exit_when_idle=True, max_wait_s=60, poll_s=0.5) != EXIT_OK:
