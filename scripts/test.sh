@@ -9,8 +9,9 @@ cd "$(dirname "$0")/.."
 
 apt_missing=()
 [ -f /usr/share/java/zookeeper.jar ] || apt_missing+=(zookeeper)
-command -v promtool >/dev/null 2>&1 || apt_missing+=(prometheus)  # promtool checks the alert rules; the server runs them
-command -v prometheus-pushgateway >/dev/null 2>&1 || apt_missing+=(prometheus-pushgateway)  # scan-orphans --pushgateway
+# the tests run these at their packaged paths (tests/harness.py debian_tool), never PATH's
+[ -x /usr/bin/promtool ] || apt_missing+=(prometheus)  # promtool checks the alert rules; the server runs them
+[ -x /usr/bin/prometheus-pushgateway ] || apt_missing+=(prometheus-pushgateway)  # scan-orphans --pushgateway
 [ -x /usr/bin/chromium ] || apt_missing+=(chromium)  # playwright opens report.html in it (no browser download)
 if [ ${#apt_missing[@]} -gt 0 ]; then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -20,7 +21,8 @@ if [ ${#apt_missing[@]} -gt 0 ]; then
 fi
 
 bash scripts/venv.sh
-export PATH="$PWD/.venv/bin:$PATH"  # tools the tests start (schemathesis, moto_server) come from the venv
+# No venv on PATH: the tests start the venv's tools (moto_server, schemathesis, hadolint) beside their
+# interpreter (tests/harness.py venv_tool), so this run finds the same ones as `.venv/bin/python -m pytest`.
 py=.venv/bin/python
 $py -m pip install -q --disable-pip-version-check -e '.[test]'
 $py -m ruff check .

@@ -8,6 +8,7 @@ fails, the servers' log tails are attached to the report.
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from tests.harness import MotoS3Server, PulsarLiteBroker, ZooKeeperServer
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "test")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "test")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+os.environ["PYSPARK_PYTHON"] = sys.executable  # Spark's Python workers: this venv's interpreter, never the host's
 
 _started: list = []
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -24,6 +23,19 @@ from pathlib import Path
 from deletion_service.embedded import broker as embedded_broker
 
 ZOOKEEPER_JARS = ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar")
+
+
+def venv_tool(name: str) -> Path:
+    """A console script of this interpreter's environment (``.venv/bin``): never one found on PATH,
+    where a tool installed on the host could stand in for a missing or different one."""
+    return Path(sys.executable).parent / name
+
+
+def debian_tool(name: str) -> str | None:
+    """A program of the Debian packages ``scripts/test.sh`` installs, at its packaged path (None if
+    missing): not PATH's, where another install (``/usr/local/bin``, a shim) could come first."""
+    path = Path("/usr/bin") / name
+    return str(path) if path.is_file() else None
 
 
 free_port = embedded_broker.free_port
@@ -203,9 +215,7 @@ class MotoS3Server(ServerProcess):
 
     def start(self) -> MotoS3Server:
         self.port = self.port or free_port()
-        exe = shutil.which("moto_server")
-        argv = [exe] if exe else [sys.executable, "-m", "moto.server"]
-        self._spawn([*argv, "-H", "127.0.0.1", "-p", str(self.port)],
+        self._spawn([str(venv_tool("moto_server")), "-H", "127.0.0.1", "-p", str(self.port)],
                     env={"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"})
         wait_until(self._answers, 30, "moto_server", self.proc, self.log_path)
         return self

@@ -24,7 +24,6 @@ ledger ids name no existing ledger, so valid requests end ``absent``.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import uuid
@@ -33,7 +32,7 @@ from pathlib import Path
 import pytest
 
 from metastore import open_store
-from tests.harness import PulsarLiteBroker, ZooKeeperServer
+from tests.harness import PulsarLiteBroker, ZooKeeperServer, venv_tool
 from tests.test_admin_api import admin_stack
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,11 +53,10 @@ expected-statuses = ["400", "401", "403", "404", "405", "406", "409", "413", "41
 
 
 def _schemathesis() -> list[str]:
-    """Next to this interpreter first (a venv's bin need not be on PATH), then on PATH."""
-    beside = Path(sys.executable).parent / "schemathesis"
-    exe = str(beside) if beside.exists() else shutil.which("schemathesis") or shutil.which("st")
-    assert exe is not None, "schemathesis is not installed: pip install -e '.[test]'"
-    return [exe]
+    """The venv's own (never PATH's: a host install could differ)."""
+    exe = venv_tool("schemathesis")
+    assert exe.exists(), f"schemathesis is not installed in {exe.parent}: pip install -e '.[test]'"
+    return [str(exe)]
 
 
 @pytest.mark.slow

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -15,9 +14,10 @@ from deletion_service.cursor.health import CursorHealth, Status
 from deletion_service.metrics import DeletionMetrics
 from deletion_service.orphans.push import scan_registry
 from deletion_service.orphans.summary import ScanSummary
+from tests.harness import debian_tool
 
 RULES = Path(__file__).resolve().parents[1] / "deploy" / "prometheus"
-PROMTOOL = shutil.which("promtool")
+PROMTOOL = debian_tool("promtool")
 pytestmark = pytest.mark.skipif(PROMTOOL is None, reason="promtool missing: scripts/test.sh installs Debian prometheus")
 
 

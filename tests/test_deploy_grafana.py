@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -16,9 +15,10 @@ from prometheus_client import generate_latest
 from deletion_service.metrics import DeletionMetrics
 from deletion_service.orphans.push import scan_registry
 from deletion_service.orphans.summary import ScanSummary
+from tests.harness import debian_tool
 
 DASHBOARD = Path(__file__).resolve().parents[1] / "deploy" / "grafana" / "ledger-deletion-dashboard.json"
-PROMTOOL = shutil.which("promtool")
+PROMTOOL = debian_tool("promtool")
 
 
 def dashboard_queries() -> dict[str, list[str]]:

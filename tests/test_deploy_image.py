@@ -18,9 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness import venv_tool
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "deploy" / "Dockerfile"
-HADOLINT = shutil.which("hadolint")
+HADOLINT = str(venv_tool("hadolint")) if venv_tool("hadolint").exists() else None
 
 
 def _instructions() -> list[tuple[str, str]]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 import urllib.parse
@@ -37,13 +36,13 @@ from deletion_service.protocol.topics import DeletionTopics
 from metastore import open_store
 from tests.cli_runner import run_cli
 from tests.deletion_world import GARBAGE, send_raw
-from tests.harness import ServerProcess, free_port, wait_until
+from tests.harness import ServerProcess, debian_tool, free_port, wait_until
 from tests.test_daemon_cli import _answers
 from tests.test_deploy_grafana import dashboard_queries
 
 RULES = Path(__file__).resolve().parents[1] / "deploy" / "prometheus" / "ledger-deletion-alerts.yml"
-PROMETHEUS = shutil.which("prometheus")
-PUSHGATEWAY = shutil.which("prometheus-pushgateway")
+PROMETHEUS = debian_tool("prometheus")
+PUSHGATEWAY = debian_tool("prometheus-pushgateway")
 pytestmark = pytest.mark.skipif(PROMETHEUS is None, reason="prometheus missing: scripts/test.sh installs Debian's")
 
 TOPIC = "persistent://t/ns/e2e"

@@ -5,7 +5,6 @@ promtool over the shipped rules; and over a real daemon's ``/metrics`` scrape (s
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -13,8 +12,10 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.harness import debian_tool
+
 RULES = Path(__file__).resolve().parents[1] / "deploy" / "prometheus"
-PROMTOOL = shutil.which("promtool")
+PROMTOOL = debian_tool("promtool")
 pytestmark = pytest.mark.skipif(PROMTOOL is None, reason="promtool missing: scripts/test.sh installs Debian prometheus")
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -43,10 +42,10 @@ from metastore import open_store
 from metastore.formats import ManagedCursorInfo, MessageRange, Position, cursor_path, encode_cursor
 from metastore.interface import ANY
 from tests.cli_runner import run_cli
-from tests.harness import ServerProcess, free_port, wait_until
+from tests.harness import ServerProcess, debian_tool, free_port, wait_until
 from tests.test_ops31_alerts import PROMTOOL, RULES, _rule_names
 
-PUSHGATEWAY = shutil.which("prometheus-pushgateway")
+PUSHGATEWAY = debian_tool("prometheus-pushgateway")
 pytestmark = pytest.mark.skipif(PROMTOOL is None or PUSHGATEWAY is None,
                                 reason="promtool/prometheus-pushgateway missing: scripts/test.sh installs Debian's")
 
