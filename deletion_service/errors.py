@@ -21,11 +21,3 @@ class UserError(Exception):
 
 class UsageError(UserError):
     exit_code = EXIT_USAGE
-
-
-class NotBuiltYet(UserError):
-    """A subcommand of the contract that this version does not implement yet."""
-
-    def __init__(self, command: str, issue: int | None = None) -> None:
-        where = f" (tracked in issue {issue})" if issue else ""
-        super().__init__(f"'{command}' is not built yet in this version{where}")

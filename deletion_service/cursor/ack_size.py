@@ -77,11 +77,6 @@ def ledger_ranges(ledger_id: int, acked: BitMap) -> int:
     return count * (10 + 2 * varint_len(ledger_id)) + lowers + uppers
 
 
-def range_of(ledger_id: int, start: int, end: int) -> int:
-    """Bytes of the one range covering entries ``start..end`` of a ledger."""
-    return 10 + 2 * varint_len(ledger_id) + varint_len(start - 1) + varint_len(end)
-
-
 def batch_entry(position: Position, unacked: BitMap) -> int:
     """One ``BatchedEntryDeletionIndexInfo``: the position and the unacked indexes as BitSet words."""
     words = indexes_to_bitset(list(unacked))

@@ -119,9 +119,6 @@ class Daemon:
             self.summary.log(self.worker)
         self.discovery.look_again_if_due()
 
-    def refresh_gauges(self) -> None:
-        self.gauges.refresh()
-
     def idle_state(self) -> IdleState:
         """--exit-when-idle: see :mod:`.daemon_idle`."""
         return self.idle.state(self.worker)

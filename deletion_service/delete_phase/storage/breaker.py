@@ -184,11 +184,6 @@ class TargetBreakers:
             t = self._targets.get(key)
             return t is not None and t.answered
 
-    def is_open(self, key: str) -> bool:
-        with self._lock:
-            t = self._targets.get(key)
-            return t is not None and t.opened_at is not None
-
     def opened_for_s(self, key: str) -> float | None:
         with self._lock:
             t = self._targets.get(key)
