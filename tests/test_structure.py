@@ -296,3 +296,24 @@ def test_every_package_says_what_lives_there() -> None:
             if len(doc.split()) < 8:
                 silent.append(str(init.relative_to(ROOT)))
     assert silent == []
+
+
+MAX_CLASS_LINES = 250
+MAX_CLASS_METHODS = 20
+
+
+def test_no_class_is_over_250_lines_or_20_methods() -> None:
+    """A class a reader can hold: at most 250 lines and 20 methods (every ``def`` in its body, dunder and
+    private included).  A bigger one holds several concepts; split it into collaborators, one a module."""
+    too_big = []
+    for path in MODULES.values():
+        if "generated" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            lines = (node.end_lineno or node.lineno) - node.lineno + 1
+            methods = sum(isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) for n in node.body)
+            if lines > MAX_CLASS_LINES or methods > MAX_CLASS_METHODS:
+                too_big.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {lines} lines, {methods} methods")
+    assert too_big == []
