@@ -10,14 +10,7 @@ its publish or ack, it keeps its stage (a copy is never published twice, a
 record never written twice) and waits in a bounded list for its next try with
 backoff.  It is never dropped.
 
-What an operator reads: a routine outcome (``deleted``, ``absent``) is logged at INFO
-once per call per topic, ledger type and outcome, naming the count and every ledger id
-(``deleted 1000 ledger(s) of persistent://t/ns/orders: 1, 2, …``, so ``grep -w 523``
-finds it); each request's own line for those moves to DEBUG.  At thousands of deletions
-a second a line each was most of the log and over a tenth of the thread's time, and the
-audit trail records each deletion anyway.  Every other outcome (in use, mismatch, a
-reconsume, a dead letter) keeps its own line at its own level: those need reading one
-by one.
+What an operator reads of each settled request is :mod:`.outcome_lines`'s.
 """
 
 from __future__ import annotations
@@ -34,15 +27,16 @@ from deletion_service.broker.publisher import CopyPublisher
 from deletion_service.delete_phase.consumer import copies as dispose
 from deletion_service.delete_phase.consumer.ack_tally import AckTally
 from deletion_service.delete_phase.consumer.intake import Limits
+from deletion_service.delete_phase.consumer.outcome_lines import OutcomeLines
 from deletion_service.delete_phase.consumer.settled_recently import SettledRecently
 from deletion_service.delete_phase.rules import decision, lifecycle
 from deletion_service.delete_phase.rules.decision import Action
 from deletion_service.delete_phase.rules.lifecycle import Disposal, Event, IllegalTransition, Stage, Step
-from deletion_service.delete_phase.rules.outward import Outward, outward
+from deletion_service.delete_phase.rules.outward import outward
 from deletion_service.failpoints import failpoint
 from deletion_service.metrics import DeletionMetrics
 from deletion_service.protocol.fate import Outcome
-from deletion_service.protocol.request import LedgerType, PendingDeleteLedgerInfo
+from deletion_service.protocol.request import PendingDeleteLedgerInfo
 
 _log = logging.getLogger(__name__)
 
@@ -52,8 +46,6 @@ STUCK_AFTER_S = 60.0
 #: Why a request may not be acted on from the topic it was read on (namespace scope), or None.
 Guard = Callable[[Received, PendingDeleteLedgerInfo], str | None]
 
-#: Outcomes logged once per call per topic (see the module docstring), each request's own line at DEBUG.
-ROUTINE = frozenset({Outcome.DELETED, Outcome.ABSENT})
 
 
 @dataclass
@@ -103,8 +95,7 @@ class Disposer:
         self._acked: Counter[Outcome] = Counter()
         #: acked in the current call, by topic: told to ``acked`` (the ack tally) once per call
         self._acked_topics: Counter[str] = Counter()
-        #: routine outcomes settled in the current call: (outcome, topic, ledger type) -> ledger ids, in order
-        self._routine: dict[tuple[Outcome, str, LedgerType], list[int]] = {}
+        self.lines = OutcomeLines()  # what the log says of each settled request (see :mod:`.outcome_lines`)
         #: the messages :meth:`try_again` is carrying on now (out of ``awaiting_next_try`` meanwhile)
         self._in_pass: list[Disposal] = []
         self._refused_why = "the audit trail refused records"  # what the trail said when it last refused
@@ -310,7 +301,7 @@ class Disposer:
         self._acked[out.outcome] += 1
         if out.outcome == Outcome.DELETED and d.request is not None:
             self.metrics.send_to_delete.observe(max(0.0, self.clock() - d.request.marked_at / 1000))
-        self._log_outcome(d, out)
+        self.lines.add(d, out)
         if self.hooks.on_settled is not None:
             self.hooks.on_settled(settled)
 
@@ -322,12 +313,7 @@ class Disposer:
         for topic, n in self._acked_topics.items():
             self.acked.record(topic, n)
         self._acked_topics.clear()
-        routine, self._routine = self._routine, {}
-        for (outcome, topic, ledger_type), ids in routine.items():
-            what = "offloaded ledger(s)" if ledger_type == LedgerType.OFFLOAD_LEDGER else "ledger(s)"
-            _log.info("%s %d %s of %s: %s", outcome.value, len(ids), what, topic, ", ".join(map(str, ids)),
-                      extra={"outcome": outcome.value, "topic": topic, "ledgerType": ledger_type.value,
-                             "ledgers": ids, "count": len(ids)})
+        self.lines.flush()
 
     def _try_later(self, d: Disposal, why: str, quiet: bool = False) -> None:
         d.fail(time.monotonic(), self.limits.dispose_backoff_s)
@@ -336,24 +322,3 @@ class Disposer:
             _log.warning("could not dispose of %s (%s): will retry", display_message_id(d.message.message_id), why)
         self.awaiting_next_try.append(d)
         self.metrics.undisposed.set(len(self.awaiting_next_try))
-
-    def _log_outcome(self, d: Disposal, out: Outward) -> None:
-        """A routine outcome joins its call's line (its own line at DEBUG); any other gets its own line."""
-        level = out.log_level
-        if d.request is not None and out.outcome in ROUTINE:
-            self._routine.setdefault((out.outcome, d.request.topic_name, d.request.ledger_type), []).append(
-                d.request.ledger_id)
-            if not _log.isEnabledFor(logging.DEBUG):
-                return
-            level = logging.DEBUG
-        action = d.decided
-        message_id = display_message_id(d.message.message_id)  # as the CLI shows and takes it: L:E[:P[:B]]
-        what = d.request.describe() if d.request else f"message {message_id}"
-        fields = {"outcome": out.outcome.value, "reason": action.reason, "messageId": message_id,
-                  "attempts": dispose.attempts(d.message)}
-        if d.request is not None:
-            fields.update(ledger=d.request.ledger_id, ledgerType=d.request.ledger_type.value,
-                          topic=d.request.topic_name)
-        # "deleted (deleted)" said it twice: the reason only when it adds something
-        detail = "" if action.reason in (out.outcome.value, "deleted", "absent") else f" ({action.reason})"
-        _log.log(level, "%s: %s%s", what, out.outcome.value, detail, extra=fields)
