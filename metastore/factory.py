@@ -21,6 +21,6 @@ def open_store(url: str, digest_file: Path | None = None, connect_timeout_s: flo
         from metastore.sqlite_store import SqliteMetadataStore
 
         return SqliteMetadataStore(parsed.path, create=create)
-    from metastore.zookeeper_store import ZooKeeperMetadataStore
+    from metastore.zookeeper.store import ZooKeeperMetadataStore
 
     return ZooKeeperMetadataStore(parsed, digest_file=digest_file, connect_timeout_s=connect_timeout_s)

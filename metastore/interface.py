@@ -10,7 +10,7 @@ part of the contract rather than backend details:
 * an atomic multi-op (check versions + puts + deletes, all or nothing), so a
   batch of ledgers leaves a managed ledger's list in one write.
 
-Backends live beside this file (``zookeeper_store.py``, ``sqlite_store.py``);
+Backends live beside this file (``zookeeper/``, ``sqlite_store.py``);
 protocol code only ever sees :class:`MetadataStore`.
 """
 

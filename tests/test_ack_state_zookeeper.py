@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 
 from deletion_service.cursor import Position, persistence
 from deletion_service.cursor.ack_budget import PersistBudget
-from deletion_service.cursor.metrics import AckStateMetrics
+from deletion_service.cursor.epoch_metrics import AckStateMetrics
 from metastore import ABSENT, open_store
 from metastore.formats import ManagedCursorInfo, MessageRange, cursor_path, encode_cursor
 

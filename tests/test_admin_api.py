@@ -25,7 +25,7 @@ from prometheus_client import CollectorRegistry
 
 from deletion_service.admin import AdminDeps, AdminServer, create_app
 from deletion_service.cluster_writer import pulsar_custom_metadata
-from deletion_service.cursor.metrics import EpochMetrics
+from deletion_service.cursor.epoch_metrics import EpochMetrics
 from deletion_service.errors import UserError
 from deletion_service.inflight import MetricsBacklog
 from metastore import open_store

@@ -16,7 +16,7 @@ from deletion_service.cursor import (
     parse_position,
     predecessor,
 )
-from deletion_service.cursor.metrics import EpochMetrics
+from deletion_service.cursor.epoch_metrics import EpochMetrics
 from deletion_service.cursor.reset import reset_in_memory
 
 P = Position

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from deletion_service.cli.main import main
+from deletion_service.cursor.epoch_metrics import REGISTRY
 from deletion_service.cursor.health import state_size
-from deletion_service.cursor.metrics import REGISTRY
 from metastore import ABSENT, open_store
 from metastore.formats import (
     LedgerInfo,

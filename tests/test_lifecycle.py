@@ -18,9 +18,9 @@ from deletion_service.delete_phase.rules.decision import Action, Kind, Policy, V
 from deletion_service.delete_phase.rules.lifecycle import (
     TERMINAL,
     TRANSITIONS,
-    Disposal,
     Event,
     IllegalTransition,
+    MessageInHand,
     Stage,
     Step,
 )
@@ -30,16 +30,16 @@ from deletion_service.protocol.fate import Outcome, SyncOutcome
 _ids = itertools.count()
 
 
-def disposal(stage: Stage = Stage.RECEIVED, verdict: Verdict | None = None, kind: Kind = Kind.NONE) -> Disposal:
+def disposal(stage: Stage = Stage.RECEIVED, verdict: Verdict | None = None, kind: Kind = Kind.NONE) -> MessageInHand:
     msg = Received(b"{}", {}, "persistent://pulsar/system/ledger-deletion-partition-0", f"m{next(_ids)}", 0)
-    d = Disposal(msg, consumer=None)  # type: ignore[arg-type]  # the table never touches the consumer
+    d = MessageInHand(msg, consumer=None)  # type: ignore[arg-type]  # the table never touches the consumer
     d.stage = stage
     if verdict is not None:
         d.action = Action(verdict, "why", kind=kind)
     return d
 
 
-def walk(d: Disposal) -> list[Step]:
+def walk(d: MessageInHand) -> list[Step]:
     """Follow the next step until there is none, as the worker does when nothing fails."""
     steps = []
     while (step := d.next) != Step.NOTHING:

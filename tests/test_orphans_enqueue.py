@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from deletion_service.orphans.enqueue import java_halves, object_request_for, request_for
 from deletion_service.orphans.inventory import OffloadScope
+from deletion_service.orphans.requests import java_halves, object_request_for, request_for
 from deletion_service.protocol.request import LedgerComponent, LedgerType, Reason
 from offloaders.interface import java_uuid
 from offloaders.registry import OffloaderSettings

@@ -80,7 +80,7 @@ from deletion_service.cluster_writer import (
     pulsar_custom_metadata,
     schema_custom_metadata,
 )
-from deletion_service.cursor.errors import CursorVersionConflictError
+from deletion_service.cursor.exceptions import CursorVersionConflictError
 from deletion_service.cursor.reset import InvalidResetPosition, reset_stored_cursor
 from deletion_service.daemon.run import Daemon
 from deletion_service.delete_phase.consumer.worker import Settled

@@ -54,7 +54,7 @@ from deletion_service.broker.interface import Producer
 from deletion_service.broker.publisher import RequestPublisher
 from deletion_service.broker.pulsar_client import PulsarBrokerClient
 from deletion_service.cluster_writer import ClusterWriter, pulsar_custom_metadata
-from deletion_service.cursor.errors import CursorVersionConflictError
+from deletion_service.cursor.exceptions import CursorVersionConflictError
 from deletion_service.cursor.reset import InvalidResetPosition, reset_stored_cursor
 from deletion_service.daemon.run import Daemon
 from deletion_service.delete_phase.consumer.worker import Settled

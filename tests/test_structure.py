@@ -237,7 +237,7 @@ def test_every_verdict_is_chosen_in_the_decision_table() -> None:
 IO_MODULES = ("deletion_service.delete_phase.storage", "deletion_service.delete_phase.consumer",
               "deletion_service.delete_phase.offload", "deletion_service.delete_phase.process",
               "deletion_service.broker.pulsar_client", "deletion_service.broker.publisher",
-              "metastore.zookeeper_store", "metastore.zookeeper_multiread", "metastore.sqlite_store",
+              "metastore.zookeeper", "metastore.sqlite_store",
               "metastore.factory", "offloaders.s3", "offloaders.filesystem", "offloaders.registry")
 IO_LIBRARIES = ("kazoo", "boto3", "botocore", "pulsar", "sqlite3", "socket", "subprocess", "urllib.request",
                 "http.client", "requests", "pyspark", "uvicorn", "fastapi", "multiprocessing", "threading")

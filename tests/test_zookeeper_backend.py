@@ -13,16 +13,11 @@ from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 from kazoo.security import make_digest_acl
 
-from metastore import (
-    ABSENT,
-    MetadataStoreError,
-    MetadataStoreUnavailable,
-    open_store,
-    zookeeper_batch_reads,
-    zookeeper_connection,
-)
+from metastore import ABSENT, MetadataStoreError, MetadataStoreUnavailable, open_store
 from metastore.retry import read_retry
-from metastore.zookeeper_multiread import (
+from metastore.zookeeper import batch_reads as zookeeper_batch_reads
+from metastore.zookeeper import connection as zookeeper_connection
+from metastore.zookeeper.multiread import (
     FIRST_OPS,
     JUTE_MAXBUFFER,
     MAX_OPS,
@@ -33,7 +28,7 @@ from metastore.zookeeper_multiread import (
     MultiReadError,
     reply_bytes,
 )
-from metastore.zookeeper_store import ZooKeeperMetadataStore
+from metastore.zookeeper.store import ZooKeeperMetadataStore
 from tests.harness import ZooKeeperServer, free_port, wait_until
 
 

@@ -9,7 +9,7 @@ from deletion_service.admin.deps import AdminDeps
 from deletion_service.admin.server import AdminServer
 from deletion_service.admin.token import load_admin_token
 from deletion_service.cli.command_environment import CommandEnvironment
-from deletion_service.cursor import metrics as cursor_metrics
+from deletion_service.cursor import epoch_metrics as cursor_metrics
 from deletion_service.service import LedgerDeletionService
 
 

@@ -1,24 +1,26 @@
-"""The cursor core: positions, ack state, cursor epoch, dispatcher model, seek epoch, persistence, budget.
+"""The cursor core: positions, ack state, cursor epoch, dispatcher, seek epoch, persistence, budget.
 
-Modules, one concept each (STYLE: not one Pulsar-sized class):
+Modules, one concept each (not one Pulsar-sized class):
 
 * :mod:`.position` — ``Position`` and the ``L:E`` syntax;
 * :mod:`.acks` — individual and batch-index acks (PIP-54), as per-ledger roaring bitmaps;
 * :mod:`.ack_size`, :mod:`.ack_budget` — their exact persisted size, and what of them is
   persisted within ``managedLedgerMaxAckStateInBytesToPersist``;
 * :mod:`.epoch` — :class:`ManagedCursor` with the PIP-269 epoch API;
-* :mod:`.log`, :mod:`.reads`, :mod:`.state`, :mod:`.routing`, :mod:`.dispatcher`, :mod:`.changes`
+* :mod:`.log`, :mod:`.reads`, :mod:`.state`, :mod:`.routing`, :mod:`.dispatcher`, :mod:`.changes`,
+  :mod:`.in_flight`, :mod:`.permits`, :mod:`.consumers`, :mod:`.membership`, :mod:`.generations`
   — an in-memory dispatcher whose state changes atomically with the cursor;
 * :mod:`.seek` — the consumer (seek) epoch;
+* :mod:`.exceptions` — the cursor core's exceptions;
 * :mod:`.persistence`, :mod:`.reset` — the cursor node in the metadata store;
 * :mod:`.health` — which cursors' persisted state is near or over the budget;
-* :mod:`.metrics` — Prometheus metrics of epoch increases and of the ack-state size.
+* :mod:`.epoch_metrics` — Prometheus metrics of epoch increases and of the ack-state size.
 """
 
 from .acks import AckState
 from .dispatcher import Dispatcher
 from .epoch import EpochObserver, ManagedCursor
-from .errors import (
+from .exceptions import (
     CursorEpochConflictError,
     CursorError,
     CursorLedgerBackedError,

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from .acks import AckState
-from .errors import CursorEpochConflictError, CursorModifyingError
+from .exceptions import CursorEpochConflictError, CursorModifyingError
 from .position import Position, successor
 
 

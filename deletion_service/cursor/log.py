@@ -1,6 +1,6 @@
 """An in-memory managed ledger: the entries a dispatcher reads, for tests and simulations.
 
-It stands in for BookKeeper reads so the dispatcher model can be replayed
+It stands in for BookKeeper reads so the dispatcher can be replayed
 deterministically.  Entries carry a key (Key_Shared routing), an optional
 delivery time (delayed messages) and a batch size (a batch entry holds that
 many messages, each acked by its index under PIP-54).

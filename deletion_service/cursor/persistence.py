@@ -32,7 +32,7 @@ from metastore.retry import read_retry
 from .ack_budget import PersistBudget, PersistPlan, plan_persist, warn_if_incomplete
 from .acks import AckState
 from .epoch import EpochObserver, ManagedCursor
-from .errors import CursorError, CursorLedgerBackedError, CursorNotFoundError, CursorVersionConflictError
+from .exceptions import CursorError, CursorLedgerBackedError, CursorNotFoundError, CursorVersionConflictError
 
 NO_CURSOR_LEDGER = -1
 

@@ -29,7 +29,7 @@ from metastore.retry import read_retry
 from . import persistence
 from .ack_budget import PersistBudget
 from .epoch import EpochObserver, ManagedCursor
-from .errors import CursorError, CursorVersionConflictError
+from .exceptions import CursorError, CursorVersionConflictError
 from .persistence import PersistObserver
 from .position import Position, predecessor
 

@@ -56,7 +56,7 @@ class IdleCheck:
             backlog = self.backlog.backlog(self._consumed(), self._subscription)
         except BrokerError as e:
             return IdleState(False, f"backlog unknown: {e}")
-        pending = w.acked.explains(backlog, self.backlog.staleness_s)
+        pending = w.ack_tally.explains(backlog, self.backlog.staleness_s)
         if pending:
             return IdleState(False, f"backlog {sum(pending.values())} on {len(pending)} topic(s)")
         return IdleState(True)

@@ -27,7 +27,7 @@ from rich.table import Table
 from deletion_service.cli import connections, known_names, options, settings, ui
 from deletion_service.cursor import CursorError, health, parse_position, persistence
 from deletion_service.cursor.ack_budget import PersistBudget
-from deletion_service.cursor.metrics import AckStateMetrics, EpochMetrics
+from deletion_service.cursor.epoch_metrics import AckStateMetrics, EpochMetrics
 from deletion_service.cursor.reset import ResetOutcome, check_position, reset_in_memory, reset_stored_cursor
 from deletion_service.errors import UsageError, UserError
 from metastore.formats import (

@@ -146,8 +146,8 @@ def _sources(opts: CommonOptions, cfg: DeletionConfig) -> ScanSources:
 
 
 def _enqueue(opts: CommonOptions, cfg: DeletionConfig, outcome: ScanOutcome) -> dict:
-    from deletion_service.orphans.enqueue import enqueue_orphans
     from deletion_service.orphans.inventory import OffloadScope
+    from deletion_service.orphans.requests import enqueue_orphans
 
     summary = outcome.data.summary
     if summary.references == 0 and summary.orphan_ledgers + summary.orphan_offloaded_objects > 0:

@@ -31,7 +31,7 @@ from deletion_service.delete_phase.consumer.outcome_lines import OutcomeLines
 from deletion_service.delete_phase.consumer.settled_recently import SettledRecently
 from deletion_service.delete_phase.rules import decision, lifecycle
 from deletion_service.delete_phase.rules.decision import Action
-from deletion_service.delete_phase.rules.lifecycle import Disposal, Event, IllegalTransition, Stage, Step
+from deletion_service.delete_phase.rules.lifecycle import Event, IllegalTransition, MessageInHand, Stage, Step
 from deletion_service.delete_phase.rules.outward import outward
 from deletion_service.failpoints import failpoint
 from deletion_service.metrics import DeletionMetrics
@@ -89,15 +89,15 @@ class Disposer:
     def __init__(self, publisher: CopyPublisher, metrics: DeletionMetrics, limits: Limits, hooks: Hooks,
                  settled: SettledRecently, acked: AckTally, clock: Callable[[], float] = time.time) -> None:
         self.publisher, self.metrics, self.limits, self.hooks = publisher, metrics, limits, hooks
-        self.settled, self.acked, self.clock = settled, acked, clock
-        self.awaiting_next_try: list[Disposal] = []
+        self.settled_recently, self.ack_tally, self.clock = settled, acked, clock
+        self.awaiting_next_try: list[MessageInHand] = []
         #: settled in the current call, by outcome: the ``acked`` metric counts them once per call
-        self._acked: Counter[Outcome] = Counter()
-        #: acked in the current call, by topic: told to ``acked`` (the ack tally) once per call
+        self._settled_by_outcome: Counter[Outcome] = Counter()
+        #: acked in the current call, by topic: told to the ack tally once per call
         self._acked_topics: Counter[str] = Counter()
         self.lines = OutcomeLines()  # what the log says of each settled request (see :mod:`.outcome_lines`)
         #: the messages :meth:`try_again` is carrying on now (out of ``awaiting_next_try`` meanwhile)
-        self._in_pass: list[Disposal] = []
+        self._in_pass: list[MessageInHand] = []
         self._refused_why = "the audit trail refused records"  # what the trail said when it last refused
 
     def trail_refused(self) -> str | None:
@@ -117,7 +117,7 @@ class Disposer:
         return (f"{len(self.awaiting_next_try)} message(s) cannot be published to RETRY/DLQ or acked; "
                 f"the oldest for {waited:.0f}s")
 
-    def dispose_all(self, decided: list[Disposal]) -> None:
+    def dispose_all(self, decided: list[MessageInHand]) -> None:
         """Publish the batch's copies together, record the batch together, then carry each message on alone."""
         refused = self._publish_copies(decided)
         going_on = [d for d in decided if d not in refused]  # a refused copy already waits for its next try
@@ -147,13 +147,14 @@ class Disposer:
             self._end_of_call()
         self.metrics.undisposed.set(len(self.awaiting_next_try))
 
-    def _publish_copies(self, decided: list[Disposal]) -> set[Disposal]:
+    def _publish_copies(self, decided: list[MessageInHand]) -> set[MessageInHand]:
         """The batch's RETRY and DLQ copies, pipelined (one round trip per window, not per message).
         A copy refused by the broker leaves its message waiting for its next try; a copy that cannot
         be built, or a batch the client fails outright, is left to :meth:`_dispose`, one by one.
         Returns the messages whose copy the broker refused."""
-        copies: dict[Step, list[tuple[Disposal, Outgoing]]] = {Step.PUBLISH_RETRY_COPY: [], Step.PUBLISH_DLQ_COPY: []}
-        refused: set[Disposal] = set()
+        copies: dict[Step, list[tuple[MessageInHand, Outgoing]]] = {
+            Step.PUBLISH_RETRY_COPY: [], Step.PUBLISH_DLQ_COPY: []}
+        refused: set[MessageInHand] = set()
         for d in decided:
             if d.next in copies:
                 try:
@@ -184,7 +185,7 @@ class Disposer:
                 _log.warning("could not %s for %d message(s) (%s): will retry", step, len(errors), errors[0])
         return refused
 
-    def _record_all(self, due: list[Disposal]) -> set[Disposal]:
+    def _record_all(self, due: list[MessageInHand]) -> set[MessageInHand]:
         """The records of every message whose next step is its record, in one call of the hook; returns
         those the trail refused (each waits for its next try).  If the hook fails otherwise, nothing is
         marked recorded: :meth:`_dispose` then records each message on its own."""
@@ -207,7 +208,7 @@ class Disposer:
             d.advance(Event.RECORD)
         return set()
 
-    def _not_recorded(self, d: Disposal, e: RecordsNotWritten) -> None:
+    def _not_recorded(self, d: MessageInHand, e: RecordsNotWritten) -> None:
         self._refused_why = str(e)
         if d.stage != Stage.RECORD_REFUSED:
             d.refuse_record()
@@ -221,7 +222,7 @@ class Disposer:
             if d.stage == Stage.RECORD_REFUSED:
                 d.next_try = min(d.next_try, now)
 
-    def _copy_of(self, d: Disposal) -> Outgoing:
+    def _copy_of(self, d: MessageInHand) -> Outgoing:
         action = d.decided
         if d.next == Step.PUBLISH_RETRY_COPY:
             return dispose.retry_copy(d.message, action.delay_s, counts=action.counts,
@@ -230,14 +231,14 @@ class Disposer:
         assert reason is not None, "a dead letter's outward form names its reason"
         return dispose.dead_letter_copy(d.message, reason, action.reason, undecodable=d.undecodable)
 
-    def _copy_published(self, d: Disposal) -> None:
+    def _copy_published(self, d: MessageInHand) -> None:
         """Its copy is receipted: a failed ack later must not publish it twice."""
         failpoint("retry.after-publish" if d.next == Step.PUBLISH_RETRY_COPY else "dlq.after-publish")
         d.advance(Event.PUBLISH_COPY)
         if d.decided.kind == decision.Kind.MAX_RETRIES:
             self.metrics.max_retry_reached.inc()
 
-    def _dispose(self, d: Disposal) -> None:
+    def _dispose(self, d: MessageInHand) -> None:
         """Carry ``d`` through its remaining steps; a failure leaves it at its stage for its next try."""
         if d.done:  # a driver bug (it would be counted, audited and reported settled twice): say so loudly
             raise IllegalTransition(f"{d.message.message_id} is disposed of already ({d.stage})")
@@ -262,7 +263,7 @@ class Disposer:
         if d.stage == Stage.ACKED:
             self._settled_here(d)
 
-    def _run_steps(self, d: Disposal) -> None:
+    def _run_steps(self, d: MessageInHand) -> None:
         while (step := d.next) != Step.NOTHING:
             match step:
                 case Step.PUBLISH_RETRY_COPY:
@@ -291,14 +292,14 @@ class Disposer:
                     _log.info("%s", action.reason if d.request is None else f"{d.request.describe()}: {action.reason}")
                     d.advance(Event.LEAVE_UNACKED)  # the subscription redelivers it to a real run
 
-    def _settlement(self, d: Disposal) -> Settled:
+    def _settlement(self, d: MessageInHand) -> Settled:
         return Settled(d.message, d.request, d.decided, outward(d.decided).outcome)
 
-    def _settled_here(self, d: Disposal) -> None:
+    def _settled_here(self, d: MessageInHand) -> None:
         out = outward(d.decided)
         settled = Settled(d.message, d.request, d.decided, out.outcome)
-        self.settled.add(d.message)
-        self._acked[out.outcome] += 1
+        self.settled_recently.add(d.message)
+        self._settled_by_outcome[out.outcome] += 1
         if out.outcome == Outcome.DELETED and d.request is not None:
             self.metrics.send_to_delete.observe(max(0.0, self.clock() - d.request.marked_at / 1000))
         self.lines.add(d, out)
@@ -308,14 +309,14 @@ class Disposer:
     def _end_of_call(self) -> None:
         """What is tallied per call, not per message: the ``acked`` metric, the ack tally and the routine
         outcomes' lines."""
-        self.metrics.count_acked(self._acked)
-        self._acked.clear()
+        self.metrics.count_acked(self._settled_by_outcome)
+        self._settled_by_outcome.clear()
         for topic, n in self._acked_topics.items():
-            self.acked.record(topic, n)
+            self.ack_tally.record(topic, n)
         self._acked_topics.clear()
         self.lines.flush()
 
-    def _try_later(self, d: Disposal, why: str, quiet: bool = False) -> None:
+    def _try_later(self, d: MessageInHand, why: str, quiet: bool = False) -> None:
         d.fail(time.monotonic(), self.limits.dispose_backoff_s)
         self.metrics.dispose_failures.inc()
         if not quiet:

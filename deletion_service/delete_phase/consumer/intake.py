@@ -24,7 +24,7 @@ from deletion_service.delete_phase.consumer.ack_tally import AckTally
 from deletion_service.delete_phase.consumer.not_yet_due import NotYetDue
 from deletion_service.delete_phase.consumer.settled_recently import SettledRecently
 from deletion_service.delete_phase.rules.decision import Policy
-from deletion_service.delete_phase.rules.lifecycle import Disposal, Event
+from deletion_service.delete_phase.rules.lifecycle import Event, MessageInHand
 from deletion_service.metrics import DeletionMetrics
 
 _log = logging.getLogger(__name__)
@@ -45,15 +45,15 @@ class Limits:
 
 
 class Intake:
-    """Collects batches of :class:`~.lifecycle.Disposal` from the request and RETRY consumers."""
+    """Collects batches of :class:`~.lifecycle.MessageInHand` from the request and RETRY consumers."""
 
     def __init__(self, requests: Consumer, retries: Consumer, publisher: CopyPublisher, policy: Policy,
                  metrics: DeletionMetrics, limits: Limits, settled: SettledRecently, acked: AckTally,
                  clock: Callable[[], float] = time.time) -> None:
         self.requests, self.retries, self.publisher = requests, retries, publisher
         self.policy, self.metrics, self.limits, self.clock = policy, metrics, limits, clock
-        self.settled = settled  # shared with the disposer, which adds what it settles
-        self.acked = acked
+        self.settled_recently = settled  # shared with the disposer, which adds what it settles
+        self.ack_tally = acked
         self.not_yet_due = NotYetDue()
         # the held{reason} and held_overdue gauges read them when scraped
         metrics.held.watch(self.not_yet_due.by_reason, lambda: self.not_yet_due.overdue(self._now_ms() - 60_000))
@@ -65,7 +65,7 @@ class Intake:
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
 
-    def collect(self, wait_s: float, limit: int, until: Callable[[], bool] | None = None) -> list[Disposal]:
+    def collect(self, wait_s: float, limit: int, until: Callable[[], bool] | None = None) -> list[MessageInHand]:
         """Due held messages first, then whatever both consumers have ready (1 ms polls, so a
         full batch costs no waiting); only an empty round waits, and only up to ``wait_s``.
         ``until``: return what is in hand as soon as it says so (the delete process has a batch
@@ -88,7 +88,7 @@ class Intake:
                     if msg is None:
                         break
                     got = True
-                    self._take(Disposal(msg, consumer), batch)
+                    self._take(MessageInHand(msg, consumer), batch)
             if until is not None and until():
                 break
             if got:
@@ -99,7 +99,7 @@ class Intake:
             # idle: wait a little, not spin; a little less while the delete process decides a batch
             msg = self._receive(self.requests, min(0.05 if until is None else UNTIL_POLL_S, remaining))
             if msg is not None:
-                self._take(Disposal(msg, self.requests), batch)
+                self._take(MessageInHand(msg, self.requests), batch)
         self._after_collect()
         return batch
 
@@ -113,10 +113,10 @@ class Intake:
                          "most likely with a broker that died): acknowledged again, not settled twice",
                          self._reacked_in_pass)
 
-    def _take(self, d: Disposal, batch: list[Disposal]) -> None:
+    def _take(self, d: MessageInHand, batch: list[MessageInHand]) -> None:
         self.last_message_at = time.monotonic()
         self.metrics.received.inc()
-        if d.message in self.settled:
+        if d.message in self.settled_recently:
             self._ack_again(d)
             return
         if self.not_yet_due.holds(d.message):  # redelivered (a broker restart): the held one acks it when due
@@ -133,7 +133,7 @@ class Intake:
         if len(self.not_yet_due) > self.limits.max_not_yet_due:
             self._hand_back_latest(now_ms, d)
 
-    def _ack_again(self, d: Disposal) -> None:
+    def _ack_again(self, d: MessageInHand) -> None:
         """A message settled here came back: its ack was lost.  Only the ack is owed (if this one is
         lost too, the broker redelivers it once more)."""
         try:
@@ -143,11 +143,11 @@ class Intake:
             d.advance(Event.LEAVE_UNACKED)
             return
         d.advance(Event.ACK_AGAIN)
-        self.acked.record(d.message.topic)
+        self.ack_tally.record(d.message.topic)
         self.metrics.ack_lost.inc()
         self._reacked_in_pass += 1
 
-    def _hand_back_latest(self, now_ms: int, newest: Disposal) -> None:
+    def _hand_back_latest(self, now_ms: int, newest: MessageInHand) -> None:
         """The not-yet-due set is full: the message due last goes back to RETRY with the delay it has left."""
         d = self.not_yet_due.latest()
         try:
@@ -157,8 +157,8 @@ class Intake:
             _log.warning("not-yet-due set full and RETRY refused a message handed back (%s); holding it", e)
             return
         d.advance(Event.HAND_BACK)
-        self.acked.record(d.message.topic)
-        self.settled.add(d.message)  # its ack lost, its redelivery is only acked: one RETRY copy is enough
+        self.ack_tally.record(d.message.topic)
+        self.settled_recently.add(d.message)  # its ack lost, its redelivery is only acked: one RETRY copy is enough
         self.not_yet_due.remove(d)
         if d is newest:
             self._handed_back_in_pass += 1

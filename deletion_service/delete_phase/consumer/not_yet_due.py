@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from deletion_service.broker.interface import Received
 from deletion_service.delete_phase.rules.hold_reason import HELD_WHY, of_properties
-from deletion_service.delete_phase.rules.lifecycle import Disposal
+from deletion_service.delete_phase.rules.lifecycle import MessageInHand
 from deletion_service.protocol.fate import HoldReason
 
 
@@ -34,7 +34,7 @@ class NotYetDue:
     """A heap of not-yet-due disposals by due time (ties in arrival order)."""
 
     def __init__(self) -> None:
-        self._heap: list[tuple[int, int, Disposal]] = []
+        self._heap: list[tuple[int, int, MessageInHand]] = []
         self._seq = itertools.count()
         self._held: set[tuple[str, str]] = set()  # (topic, message id) of each held message
 
@@ -46,7 +46,7 @@ class NotYetDue:
     def __len__(self) -> int:
         return len(self._heap)
 
-    def __iter__(self) -> Iterator[Disposal]:
+    def __iter__(self) -> Iterator[MessageInHand]:
         return (d for _, _, d in self._heap)
 
     def until_ms(self) -> int | None:
@@ -55,7 +55,7 @@ class NotYetDue:
 
     def groups(self) -> list[HeldGroup]:
         """The held requests by why they wait (the reason their RETRY copy carries), soonest due first."""
-        found: dict[HoldReason, list[tuple[int, Disposal]]] = {}
+        found: dict[HoldReason, list[tuple[int, MessageInHand]]] = {}
         for due, _, d in self._heap:
             found.setdefault(of_properties(d.message.properties), []).append((due, d))
         out = []
@@ -77,11 +77,11 @@ class NotYetDue:
         """How many fell due before ``before_ms`` and are still here (the worker takes due ones first)."""
         return sum(1 for due, _, _ in self._heap if due < before_ms)
 
-    def add(self, d: Disposal) -> None:
+    def add(self, d: MessageInHand) -> None:
         heapq.heappush(self._heap, (d.due_ms, next(self._seq), d))
         self._held.add(_key(d))
 
-    def pop_due(self, now_ms: int, limit: int) -> list[Disposal]:
+    def pop_due(self, now_ms: int, limit: int) -> list[MessageInHand]:
         out = []
         while self._heap and self._heap[0][0] <= now_ms and len(out) < limit:
             d = heapq.heappop(self._heap)[2]
@@ -89,15 +89,15 @@ class NotYetDue:
             out.append(d)
         return out
 
-    def latest(self) -> Disposal:
+    def latest(self) -> MessageInHand:
         """The one due last (the newest of equals): what a full set hands back."""
         return max(self._heap, key=lambda e: (e[0], e[1]))[2]
 
-    def remove(self, d: Disposal) -> None:
+    def remove(self, d: MessageInHand) -> None:
         self._heap = [e for e in self._heap if e[2] is not d]
         heapq.heapify(self._heap)
         self._held.discard(_key(d))
 
 
-def _key(d: Disposal) -> tuple[str, str]:
+def _key(d: MessageInHand) -> tuple[str, str]:
     return d.message.topic, d.message.message_id

@@ -15,7 +15,7 @@ import logging
 
 from deletion_service.broker.interface import display_message_id
 from deletion_service.delete_phase.consumer import copies
-from deletion_service.delete_phase.rules.lifecycle import Disposal
+from deletion_service.delete_phase.rules.lifecycle import MessageInHand
 from deletion_service.delete_phase.rules.outward import Outward
 from deletion_service.protocol.fate import Outcome
 from deletion_service.protocol.request import LedgerType
@@ -34,7 +34,7 @@ class OutcomeLines:
         #: routine outcomes settled in the current call: (outcome, topic, ledger type) -> ledger ids, in order
         self._routine: dict[tuple[Outcome, str, LedgerType], list[int]] = {}
 
-    def add(self, d: Disposal, out: Outward) -> None:
+    def add(self, d: MessageInHand, out: Outward) -> None:
         """A routine outcome joins its call's line (its own line at DEBUG); any other gets its own line."""
         level = out.log_level
         if d.request is not None and out.outcome in ROUTINE:

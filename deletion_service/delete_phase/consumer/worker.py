@@ -37,7 +37,7 @@ from deletion_service.delete_phase.pipeline import DeletePipeline
 from deletion_service.delete_phase.process.lane import DeleteProcessLane
 from deletion_service.delete_phase.rules import decision, lifecycle
 from deletion_service.delete_phase.rules.decision import Action, Policy
-from deletion_service.delete_phase.rules.lifecycle import Disposal, Event, Gate, Stage
+from deletion_service.delete_phase.rules.lifecycle import Event, Gate, MessageInHand, Stage
 from deletion_service.delete_phase.storage.breaker import Breakers
 from deletion_service.failpoints import failpoint
 from deletion_service.metrics import DeletionMetrics
@@ -74,10 +74,11 @@ class DeletePhaseWorker:
         self.offload_lane = offload_lane
         #: BookKeeper requests decided by the delete process (:mod:`.delete_process_lane`); None: here, inline
         self.bookkeeper_lane = bookkeeper_lane
-        self.acked = AckTally()  # what we acked lately: explains a stale backlog reading (--exit-when-idle)
-        settled = SettledRecently()
-        self.intake = Intake(requests, retries, publisher, policy, metrics, self.limits, settled, self.acked, clock)
-        self.disposer = Disposer(publisher, metrics, self.limits, self.hooks, settled, self.acked, clock)
+        self.ack_tally = AckTally()  # what we acked lately: explains a stale backlog reading (--exit-when-idle)
+        settled_recently = SettledRecently()
+        self.intake = Intake(requests, retries, publisher, policy, metrics, self.limits, settled_recently,
+                             self.ack_tally, clock)
+        self.disposer = Disposer(publisher, metrics, self.limits, self.hooks, settled_recently, self.ack_tally, clock)
         if bookkeeper_lane is not None:  # its deletes wait while the trail refuses records, as this thread's do
             bookkeeper_lane.may_delete = lambda: self.disposer.trail_refused() is None
         self.busy = False
@@ -86,7 +87,7 @@ class DeletePhaseWorker:
         self.stopping = threading.Event()
         self._lock = threading.Lock()
         #: requests whose verification met a dependency outage: kept in hand, unacked, until it ends
-        self._paused: list[Disposal] = []
+        self._paused: list[MessageInHand] = []
 
     # ---- state the daemon reads (--exit-when-idle, /readyz, /status)
 
@@ -154,7 +155,7 @@ class DeletePhaseWorker:
             finally:
                 self.busy = False
 
-    def _resume_paused(self) -> list[Disposal]:
+    def _resume_paused(self) -> list[MessageInHand]:
         """Held through an outage now over (the breakers let us here): theirs is the turn."""
         batch, self._paused = self._paused, []
         self.metrics.on_hold.set(0)
@@ -164,7 +165,7 @@ class DeletePhaseWorker:
 
     # ---- deciding
 
-    def _process(self, batch: list[Disposal]) -> int:
+    def _process(self, batch: list[MessageInHand]) -> int:
         undecided = [d for d in batch if not self._admit(d)]
         to_pipeline, in_lane = self._to_offload_lane(undecided)
         if to_pipeline and self.bookkeeper_lane is not None:
@@ -183,7 +184,7 @@ class DeletePhaseWorker:
         # back from ``finished``: only what was decided here is DECIDED now.
         return self._dispose_all([d for d in batch if d.stage == Stage.DECIDED])
 
-    def _decide_here(self, items: list[Disposal]) -> list[Action]:
+    def _decide_here(self, items: list[MessageInHand]) -> list[Action]:
         """The pipeline's verdicts on this thread; if it fails past its own per-request guards (a bug), the
         batch is reconsumed as an internal error, not left in hand unacked."""
         tries = [dispose.attempts(d.message) for d in items]
@@ -195,7 +196,7 @@ class DeletePhaseWorker:
             return [decision.retry_later(f"{type(e).__name__}: {e}", t, self.policy, kind=decision.Kind.INTERNAL_ERROR)
                     for t in tries]
 
-    def _admit(self, d: Disposal) -> bool:
+    def _admit(self, d: MessageInHand) -> bool:
         """Decode a message not decoded yet and check it may be acted on here; True if that decided it
         already (an invalid payload, a request from another namespace's topic)."""
         if d.request is not None:
@@ -216,7 +217,7 @@ class DeletePhaseWorker:
             return True
         return False
 
-    def _to_offload_lane(self, undecided: list[Disposal]) -> tuple[list[Disposal], list[Disposal]]:
+    def _to_offload_lane(self, undecided: list[MessageInHand]) -> tuple[list[MessageInHand], list[MessageInHand]]:
         """Offload requests go to their own lane (:mod:`.offload_lane`), so S3 never holds up a
         BookKeeper deletion; those beyond its room are decided here (``decision.offload_lane_full``).
         Returns what the pipeline decides now, and what went to the lane."""
@@ -281,7 +282,7 @@ class DeletePhaseWorker:
 
     # ---- disposing
 
-    def _dispose_all(self, decided: list[Disposal]) -> int:
+    def _dispose_all(self, decided: list[MessageInHand]) -> int:
         """Pause what an outage failed (``lifecycle.pauses``); the disposer carries the rest out.
         Returns how many were not paused."""
         # Probing costs a round trip to each store: only when an outage could explain a failure here.

@@ -44,7 +44,7 @@ from collections import deque
 from deletion_service.delete_phase.consumer.copies import attempts, grace_since
 from deletion_service.delete_phase.pipeline import DeletePipeline
 from deletion_service.delete_phase.rules.decision import Action, Policy
-from deletion_service.delete_phase.rules.lifecycle import Disposal
+from deletion_service.delete_phase.rules.lifecycle import MessageInHand
 from deletion_service.delete_phase.storage.breaker import TargetBreakers
 from deletion_service.delete_phase.storage.offload_index import offload_target_keys
 
@@ -55,7 +55,7 @@ HOLD_S = 300.0
 
 
 class OffloadLane:
-    """Undecided offload requests in (each a :class:`~.lifecycle.Disposal` the worker sent to the lane),
+    """Undecided offload requests in (each a :class:`~.lifecycle.MessageInHand` the worker sent to the lane),
     decided ones out."""
 
     def __init__(self, pipeline: DeletePipeline, policy: Policy, breakers: TargetBreakers,
@@ -63,11 +63,11 @@ class OffloadLane:
         self.pipeline, self.policy, self.breakers = pipeline, policy, breakers
         self.capacity, self.batch_size, self.hold_s = capacity, batch_size, hold_s
         self.hold_per_target = max(1, capacity // 10)
-        self._inbox: deque[Disposal] = deque()  # targets that answered before: batches, main thread
-        self._probation: deque[Disposal] = deque()  # a target never seen answering: one at a time
+        self._inbox: deque[MessageInHand] = deque()  # targets that answered before: batches, main thread
+        self._probation: deque[MessageInHand] = deque()  # a target never seen answering: one at a time
         #: target key -> requests waiting for it to answer, each with the (transient) action it met
-        self._held: dict[str, list[tuple[Disposal, Action]]] = {}
-        self._outbox: list[Disposal] = []
+        self._held: dict[str, list[tuple[MessageInHand, Action]]] = {}
+        self._outbox: list[MessageInHand] = []
         self._working = 0
         self._quiescing = False  # a graceful stop: take nothing new, finish what is in hand
         self._cond = threading.Condition()
@@ -96,13 +96,13 @@ class OffloadLane:
             busy = len(self._inbox) + len(self._probation) + self._working + len(self._outbox)
         return max(0, self.capacity - busy)
 
-    def submit(self, items: list[Disposal]) -> None:
+    def submit(self, items: list[MessageInHand]) -> None:
         with self._cond:
             for p in items:
                 self._queue_for(p).append(p)
             self._cond.notify_all()
 
-    def finished(self) -> list[Disposal]:
+    def finished(self) -> list[MessageInHand]:
         """Decided requests, for the worker thread to publish and ack."""
         with self._cond:
             out, self._outbox = self._outbox, []
@@ -134,11 +134,11 @@ class OffloadLane:
             thread.join(wait_s)
         self.breakers.close()
 
-    def _queue_for(self, p: Disposal) -> deque[Disposal]:
+    def _queue_for(self, p: MessageInHand) -> deque[MessageInHand]:
         keys = offload_target_keys(p.admitted)
         return self._inbox if all(self.breakers.has_answered(k) for k in keys) else self._probation
 
-    def _take(self, queue: deque[Disposal], limit: int) -> list[Disposal]:
+    def _take(self, queue: deque[MessageInHand], limit: int) -> list[MessageInHand]:
         with self._cond:
             if not queue or self._quiescing:
                 self._cond.wait(0.2)
@@ -148,7 +148,7 @@ class OffloadLane:
             self._working += len(batch)
             return batch
 
-    def _loop(self, queue: deque[Disposal], limit: int) -> None:
+    def _loop(self, queue: deque[MessageInHand], limit: int) -> None:
         while not self._stop.is_set():
             self.breakers.tick()
             self._release_held()
@@ -168,7 +168,7 @@ class OffloadLane:
                 if self._quiescing:
                     self._cond.notify_all()  # quiesce() waits for this
 
-    def _run(self, batch: list[Disposal]) -> list[Disposal]:
+    def _run(self, batch: list[MessageInHand]) -> list[MessageInHand]:
         actions = self.pipeline.run([p.admitted for p in batch], [attempts(p.message) for p in batch], self.policy,
                                     [grace_since(p.message) for p in batch])
         decided = []
@@ -178,7 +178,7 @@ class OffloadLane:
                 decided.append(p)
         return decided
 
-    def _hold(self, p: Disposal, action: Action) -> bool:
+    def _hold(self, p: MessageInHand, action: Action) -> bool:
         """Keep a request whose target is down (one probe confirms it), if it may still wait here."""
         keys = offload_target_keys(p.admitted)
         down = next((k for k in keys if self.breakers.confirm_down(k)), None)

@@ -29,7 +29,7 @@ from deletion_service.delete_phase.consumer.copies import attempts, grace_since
 from deletion_service.delete_phase.process.child import DeleteBatchFailed, DeleteProcess, DeleteProcessDied
 from deletion_service.delete_phase.rules import decision
 from deletion_service.delete_phase.rules.decision import Kind, Policy
-from deletion_service.delete_phase.rules.lifecycle import Disposal
+from deletion_service.delete_phase.rules.lifecycle import MessageInHand
 
 _log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ DECIDING_TOO_LONG_S = 15.0
 class LaneBatch:
     """One batch of BookKeeper requests; ``with_offloads``: its offload requests went to the offload lane."""
 
-    items: list[Disposal]
+    items: list[MessageInHand]
     with_offloads: bool = False
 
 
@@ -89,7 +89,7 @@ class DeleteProcessLane:
         with self._cond:
             return max(0, BATCHES - len(self._inbox) - (self._working is not None))
 
-    def submit(self, items: list[Disposal], with_offloads: bool = False) -> None:
+    def submit(self, items: list[MessageInHand], with_offloads: bool = False) -> None:
         with self._cond:
             self._inbox.append(LaneBatch(items, with_offloads))
             self._cond.notify_all()

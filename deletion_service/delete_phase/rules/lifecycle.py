@@ -1,9 +1,9 @@
 """The life of one received message in the delete phase, as a table.
 
-Rule 1 (after h11's ``_state.py``): where a message stands and what may happen
+The lifecycle rule (after h11's ``_state.py``): where a message stands and what may happen
 to it next is this table and nothing else.  No I/O here: the worker
 (``worker.py``) receives, publishes, records and acks, and after each of those
-calls it tells the message's :class:`Disposal` what happened; an event the
+calls it tells the message's :class:`MessageInHand` what happened; an event the
 table has no row for raises :class:`IllegalTransition` instead of quietly
 publishing a second copy or acking a message whose record was never written.
 
@@ -176,13 +176,13 @@ def _first_step(verdict: Verdict) -> Step:
 
 
 #: :func:`next_step` of every (stage, verdict), worked out once: a message asks for its next step
-#: several times on its way out (``Disposal.next``), and the table is small and fixed.
+#: several times on its way out (``MessageInHand.next``), and the table is small and fixed.
 _NEXT: dict[tuple[Stage, Verdict | None], Step] = {(stage, verdict): next_step(stage, verdict)
                                                    for stage in Stage for verdict in (*Verdict, None)}
 
 
 @dataclass(eq=False)
-class Disposal:
+class MessageInHand:
     """One received message on its way out of our hands (identity is the object: two redeliveries of
     one message are two disposals)."""
 
@@ -277,7 +277,7 @@ class Gate(StrEnum):
     FULL = "full"  # every message taken may end up waiting for its next try: no room for one more
 
 
-def gate(waiting: Iterable[Disposal], dependencies_ready: Callable[[], bool], room: int) -> Gate:
+def gate(waiting: Iterable[MessageInHand], dependencies_ready: Callable[[], bool], room: int) -> Gate:
     """The worker's gate before it takes a batch, in this order: a refused record first (no new deletes
     may go unrecorded: a request the trail cannot name must not be followed by more), then an outage
     (a batch taken now would spend retries on it; ``dependencies_ready`` probes, so it is asked only
@@ -291,7 +291,7 @@ def gate(waiting: Iterable[Disposal], dependencies_ready: Callable[[], bool], ro
     return Gate.OPEN
 
 
-def trail_refused(waiting: Iterable[Disposal]) -> bool:
+def trail_refused(waiting: Iterable[MessageInHand]) -> bool:
     """Whether a message waits for the audit trail to take its record: then nothing more is deleted,
     here or in the delete process, and the admin API's synchronous delete answers 503."""
     return any(d.stage == Stage.RECORD_REFUSED for d in waiting)
@@ -303,7 +303,7 @@ def pauses(action: Action, dependency_down: bool) -> bool:
     return action.transient and dependency_down
 
 
-def on_unexpected_error(d: Disposal) -> Event:
+def on_unexpected_error(d: MessageInHand) -> Event:
     """Disposing raised something other than the broker's refusal.  A RETRY copy not yet out (e.g. a
     delay the client cannot represent) would fail the same way forever: ``REDECIDE`` (a dead letter,
     ``decision.could_not_reconsume``).  Anything else keeps its stage and waits for its next try."""

@@ -17,9 +17,9 @@ caller can decide (by re-reading) what to do; ``delete_many`` does so
 (:meth:`MetadataStore.delete_many`), syncing before it reads back.
 
 The store is this module's single requests and writes over collaborators, one
-concept a module: :mod:`metastore.zookeeper_connection` (connect, authenticate,
-chroot, one request with a deadline), :mod:`metastore.zookeeper_batch_reads`
-(``get_many``/``children_many`` by multi-read), :mod:`metastore.zookeeper_errors`
+concept a module: :mod:`metastore.zookeeper.connection` (connect, authenticate,
+chroot, one request with a deadline), :mod:`metastore.zookeeper.batch_reads`
+(``get_many``/``children_many`` by multi-read), :mod:`metastore.zookeeper.kazoo_errors`
 (kazoo's errors as the store's).  kazoo is imported by these modules only.
 """
 
@@ -48,9 +48,9 @@ from metastore.interface import (
     validate_path,
 )
 from metastore.url import ZooKeeperUrl
-from metastore.zookeeper_batch_reads import BatchReads
-from metastore.zookeeper_connection import DIGEST_ENV, ZooKeeperConnection
-from metastore.zookeeper_errors import KAZOO_ERRORS, describe, map_error
+from metastore.zookeeper.batch_reads import BatchReads
+from metastore.zookeeper.connection import DIGEST_ENV, ZooKeeperConnection
+from metastore.zookeeper.kazoo_errors import KAZOO_ERRORS, describe, map_error
 
 __all__ = ["DELETE_MULTIS_IN_FLIGHT", "DIGEST_ENV", "ZooKeeperMetadataStore"]
 
@@ -88,7 +88,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         return Node(data if data is not None else b"", stat.version, stat.ctime)
 
     def get_many(self, paths: Iterable[str]) -> dict[str, Node | None]:
-        """Multi-reads of many nodes per request (:mod:`metastore.zookeeper_batch_reads`)."""
+        """Multi-reads of many nodes per request (:mod:`metastore.zookeeper.batch_reads`)."""
         paths = list(paths)
         for p in paths:
             validate_path(p)
@@ -104,7 +104,7 @@ class ZooKeeperMetadataStore(MetadataStore):
             raise map_error(e, path) from e
 
     def children_many(self, paths: Iterable[str]) -> dict[str, list[str]]:
-        """Multi-read listings when the server has them (:mod:`metastore.zookeeper_batch_reads`)."""
+        """Multi-read listings when the server has them (:mod:`metastore.zookeeper.batch_reads`)."""
         paths = list(dict.fromkeys(paths))
         for path in paths:
             validate_path(path)

@@ -2,7 +2,7 @@
 
 Why: kazoo costs ~250 µs of client CPU per request, so reading a cluster's
 ledger znodes one request each is CPU-bound; a multi-read
-(:mod:`metastore.zookeeper_multiread`, the wire format) of up to a thousand
+(:mod:`metastore.zookeeper.multiread`, the wire format) of up to a thousand
 nodes pays that once.  A server before 3.6 answers it ``UNIMPLEMENTED``; the
 first multi-read finds that out, and every later call on this store reads such
 a server the old way, one pipelined ``getData`` per node.  Each call is one
@@ -19,9 +19,9 @@ from typing import Any, Final
 from kazoo import exceptions as kx
 
 from metastore.interface import MetadataStoreError, MetadataStoreUnavailable, Node
-from metastore.zookeeper_connection import ZooKeeperConnection
-from metastore.zookeeper_errors import KAZOO_ERRORS, map_error
-from metastore.zookeeper_multiread import MAX_LIST_OPS, ChunkSizer, MultiListChildren, MultiRead, MultiReadError
+from metastore.zookeeper.connection import ZooKeeperConnection
+from metastore.zookeeper.kazoo_errors import KAZOO_ERRORS, map_error
+from metastore.zookeeper.multiread import MAX_LIST_OPS, ChunkSizer, MultiListChildren, MultiRead, MultiReadError
 
 #: Multi-reads one ``get_many`` keeps in flight: the server reads one chunk while the
 #: client decodes the last, at ``REPLY_BUDGET`` bytes of replies each at most.

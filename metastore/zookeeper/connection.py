@@ -6,7 +6,7 @@ goes through :meth:`ZooKeeperConnection.call`: tried once, refused at once when
 not connected, its reply awaited at most the session timeout.  The connection
 also counts kazoo's state changes, so a caller can wait out a connection the
 server closes on purpose (after refusing a multi-read, see
-:mod:`metastore.zookeeper_batch_reads`).
+:mod:`metastore.zookeeper.batch_reads`).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from kazoo.retry import KazooRetry
 
 from metastore.interface import MetadataStoreError, MetadataStoreUnavailable
 from metastore.url import ZooKeeperUrl
-from metastore.zookeeper_errors import NotConnected, describe
-from metastore.zookeeper_multiread import MultiListChildren, MultiRead
+from metastore.zookeeper.kazoo_errors import NotConnected, describe
+from metastore.zookeeper.multiread import MultiListChildren, MultiRead
 
 DIGEST_ENV = "LEDGER_DELETION_METADATA_STORE_DIGEST"
 #: How long a server that refused a multi-read may take to drop the connection (ZooKeeper
