@@ -23,7 +23,7 @@ from deletion_service.protocol.request import PendingDeleteLedgerInfo
 from deletion_service.service import LedgerDeletionService
 from metastore import open_store
 from metastore.formats import Position
-from tests.harness import PulsarLiteBroker, ZooKeeperServer
+from tests.support.harness import PulsarLiteBroker, ZooKeeperServer
 
 TOPIC = "persistent://bench/ns/orders"
 

@@ -21,8 +21,8 @@ from deletion_service.dlq import operations as dlq
 from deletion_service.dlq.marker import MarkerKey
 from deletion_service.protocol.topics import DeletionTopics
 from metastore import open_store
-from tests.deletion_world import request
-from tests.harness import PulsarLiteBroker, ZooKeeperServer
+from tests.support.deletion_world import request
+from tests.support.harness import PulsarLiteBroker, ZooKeeperServer
 
 PARKED = 6
 PURGES = 5

@@ -48,8 +48,8 @@ from deletion_service.protocol.topics import DeletionTopics
 from deletion_service.testing.offload_objects import build_index_v1, pulsar_ledger_metadata
 from metastore.formats import managed_ledger_name
 from offloaders.interface import java_uuid
-from tests.deletion_world import DAY_MS, UPSTREAM_META, S3Bucket
-from tests.harness import MotoS3Server, ZooKeeperServer
+from tests.support.deletion_world import DAY_MS, UPSTREAM_META, S3Bucket
+from tests.support.harness import MotoS3Server, ZooKeeperServer
 
 TOPICS = 100
 BUCKET = "bench-offload"

@@ -30,7 +30,7 @@ from deletion_service.mark_phase.trim import trim
 from deletion_service.protocol.topics import DeletionTopics
 from metastore import MetadataStore, open_store
 from metastore.formats import Position
-from tests.harness import PulsarLiteBroker, ZooKeeperServer
+from tests.support.harness import PulsarLiteBroker, ZooKeeperServer
 
 
 def seed(store: MetadataStore, ledgers: int, topics: int) -> list[str]:

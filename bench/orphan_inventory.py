@@ -46,7 +46,7 @@ from metastore.formats import (
     ledger_path,
     read_layout,
 )
-from tests.harness import ZooKeeperServer
+from tests.support.harness import ZooKeeperServer
 
 ROOT = "/ledgers"
 TOPIC = "persistent://bench/ns/orders"

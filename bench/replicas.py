@@ -32,8 +32,8 @@ from pathlib import Path
 
 from bench.e2e import Watcher
 from metastore.formats.ledger_paths import ledger_path
-from tests.harness import PulsarLiteBroker, ZooKeeperServer
-from tests.replicas_world import Replica, ReplicaWorld
+from tests.support.harness import PulsarLiteBroker, ZooKeeperServer
+from tests.support.replicas_world import Replica, ReplicaWorld
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 

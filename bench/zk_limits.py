@@ -36,7 +36,7 @@ from kazoo.interfaces import IAsyncResult
 
 from bench.seed import COMMIT_TIMEOUT_S, committed, connect, seed_ledgers, seed_managed_ledgers
 from metastore.formats import decode_managed_ledger, encode_managed_ledger, managed_ledger_path
-from tests.harness import ZooKeeperServer
+from tests.support.harness import ZooKeeperServer
 
 #: How long one reply may take before a loop gives up (a bench must not hang).
 REPLY_TIMEOUT_S = COMMIT_TIMEOUT_S

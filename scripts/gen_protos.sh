@@ -6,7 +6,7 @@
 # Uses the protoc bundled in grpcio-tools (python -m grpc_tools.protoc), so the
 # output depends only on the installed grpcio-tools version; the gencode then
 # requires a protobuf runtime at least as new as that protoc (see
-# metastore/formats/generated/__init__.py).  tests/test_formats_generated.py
+# metastore/formats/generated/__init__.py).  tests/unit/formats/test_generated_code.py
 # regenerates into a temp dir and compares with the committed files.
 set -euo pipefail
 

@@ -11,7 +11,7 @@ one daemon on its data dir's embedded broker).
 The last line is JSON: {"kills", "failpoints": [...], "requests", "deleted", "wronglyDeleted",
 "orphansLeft", "deletedTwice", "leakedProcesses", "recoverySeconds", ...}.  Exit 0 when the three
 invariants held (nothing wrongly deleted, no orphan left, no request deleted twice across the audit
-trails) and no process leaked, 1 otherwise.  The engine lives in ``tests/soak_support_run.py`` (the test suite runs
+trails) and no process leaked, 1 otherwise.  The engine lives in ``tests/support/soak/run.py`` (the test suite runs
 a bounded soak with it); this is only its command line.
 """
 
@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.soak_support_run import run_soak  # noqa: E402 - after the path is set
+from tests.support.soak.run import run_soak  # noqa: E402 - after the path is set
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -16,8 +16,8 @@ export SAFETY_ROUNDS="${SAFETY_ROUNDS:-200}" SAFETY_BUDGET_S="${SAFETY_BUDGET_S:
 export SCOPES_ROUNDS="${SCOPES_ROUNDS:-60}" SCOPES_BUDGET_S="${SCOPES_BUDGET_S:-25}"
 export SOAK_KILLS="${SOAK_KILLS:-30}" DLQ_FUZZ_EXAMPLES="${DLQ_FUZZ_EXAMPLES:-1500}"
 exec .venv/bin/python -m pytest -p no:cacheprovider -q \
-  tests/test_safety_interleaving.py::test_randomized_interleavings_never_delete_a_referenced_ledger_nor_leak \
-  tests/test_safety_interleaving_scopes.py \
-  tests/test_soak.py::test_bounded_kill_soak_keeps_both_invariants_and_leaks_nothing \
-  tests/test_safety_dlq_fuzz.py \
+  tests/integration/interleavings/test_trim_daemon_and_resets.py::test_randomized_interleavings_never_delete_a_referenced_ledger_nor_leak \
+  tests/integration/interleavings/test_cross_namespace_and_shared_segments.py \
+  tests/soak/test_bounded_kill_soak.py::test_bounded_kill_soak_keeps_both_invariants_and_leaks_nothing \
+  tests/system/dlq/test_dlq_readers_fuzz.py \
   "$@"

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 
 apt_missing=()
 [ -f /usr/share/java/zookeeper.jar ] || apt_missing+=(zookeeper)
-# the tests run these at their packaged paths (tests/harness.py debian_tool), never PATH's
+# the tests run these at their packaged paths (tests/support/harness.py debian_tool), never PATH's
 [ -x /usr/bin/promtool ] || apt_missing+=(prometheus)  # promtool checks the alert rules; the server runs them
 [ -x /usr/bin/prometheus-pushgateway ] || apt_missing+=(prometheus-pushgateway)  # scan-orphans --pushgateway
 [ -x /usr/bin/chromium ] || apt_missing+=(chromium)  # playwright opens report.html in it (no browser download)
@@ -22,7 +22,7 @@ fi
 
 bash scripts/venv.sh
 # No venv on PATH: the tests start the venv's tools (moto_server, schemathesis, hadolint) beside their
-# interpreter (tests/harness.py venv_tool), so this run finds the same ones as `.venv/bin/python -m pytest`.
+# interpreter (tests/support/harness.py venv_tool), so this run finds the same ones as `.venv/bin/python -m pytest`.
 py=.venv/bin/python
 $py -m pip install -q --disable-pip-version-check -e '.[test]'
 $py -m ruff check .

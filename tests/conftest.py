@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import MotoS3Server, PulsarLiteBroker, ZooKeeperServer
+from tests.support.harness import MotoS3Server, PulsarLiteBroker, ZooKeeperServer
 
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "test")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "test")
@@ -53,7 +53,7 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoS3Server
 def module_pulsar_lite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PulsarLiteBroker]:
     """A pulsar-lite process of the module's own, for daemons its tests SIGKILL: pulsar-lite keeps the
     consumers of a connection that ended with a reset, and on the session's broker they broke later tests
-    of the same worker (a subscribe timed out in test_replicas_consumer_ids after the attack32 kills)."""
+    of the same worker (a subscribe timed out in test_consumer_ids after the attack32 kills)."""
     broker = PulsarLiteBroker(tmp_path_factory.mktemp("module-pulsar-lite")).start()
     yield broker
     broker.stop()
@@ -97,3 +97,15 @@ def spark() -> Iterator[object]:
     spark = session("local[2]")
     yield spark
     spark.stop()
+
+
+TIERS = ("unit", "integration", "system", "deploy", "soak")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each test is marked with its tier, the folder under tests/ it lives in (``-m "not soak"``)."""
+    here = Path(__file__).parent
+    for item in items:
+        parts = item.path.relative_to(here).parts if item.path.is_relative_to(here) else ()
+        if parts and parts[0] in TIERS:
+            item.add_marker(parts[0])

@@ -1,0 +1,71 @@
+"""Attack 33 on the daemon's stop bound with its audit trail held: another process on the host holds the
+trail's file lock (``flock`` on ``audit/anchor``: a backup taking a consistent copy, a hung network volume
+behaves alike) while the delete process works.  The daemon must stop deleting past the batch it cannot
+record, and SIGTERM must still end it within its 20 s bound.
+
+Real processes: ``ledger-deletion run`` on the session's ZooKeeper (a chroot per test) and this module's
+pulsar-lite; the lock is taken by this test's process, a process other than the daemon.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tests.support.delete_process_world import AttackWorld, log, sigterm_seconds, world
+from tests.support.harness import wait_until
+from tests.support.replicas_world import Replica
+from tests.system.audit.test_kills_leave_at_most_one_batch_unrecorded import batches, restarted, unrecorded
+
+__all__ = ["world"]
+
+BATCH = 5
+
+
+@contextmanager
+def _trail_locked(daemon: Replica) -> Iterator[None]:
+    """The daemon's audit trail locked by this process for the block (as ``flock audit/anchor cp ...``)."""
+    fd = os.open(Path(daemon.data_dir) / "audit" / "anchor", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def draining(world: AttackWorld) -> Replica:
+    """A daemon deleting 300 orphans in batches of 5, paced so the drain is still under way."""
+    batches(world, BATCH)
+    world.config.write_text(world.config.read_text() + "maxDeletionsPerSecond = 100\n")
+    [daemon] = world.add_replicas(1)
+    restarted(world, daemon)
+    world.enqueue(world.orphans(300))
+    wait_until(lambda: len(world.left()) < len(world.ledgers) - 20, 60, "the drain under way")
+    return daemon
+
+
+def test_sigterm_ends_the_daemon_in_time_while_another_process_holds_its_audit_lock(world: AttackWorld) -> None:
+    daemon = draining(world)
+    with _trail_locked(daemon):
+        wait_until(lambda: len(unrecorded(world)) > 0, 10, "a batch deleted that the daemon cannot record")
+        seconds, code = sigterm_seconds(daemon, bound=22)
+        assert len(unrecorded(world)) <= BATCH, sorted(unrecorded(world))
+    assert seconds <= 20, (seconds, code, log(world, daemon)[-1500:])
+
+
+def test_a_daemon_that_cannot_record_deletes_no_further_batch(world: AttackWorld) -> None:
+    """Held: with the trail locked, the delete process stops after the one batch it deleted unrecorded, and
+    a SIGKILL then leaves only that batch unrecorded (its requests are recorded ``absent`` after)."""
+    daemon = draining(world)
+    with _trail_locked(daemon):
+        wait_until(lambda: len(unrecorded(world)) > 0, 10, "a batch deleted that the daemon cannot record")
+        left = len(world.left())
+        time.sleep(2)  # what must not happen (more deletes) would happen now: no event says it did not
+        assert len(world.left()) == left
+        assert daemon.stop(signal.SIGKILL) == -signal.SIGKILL
+    assert len(unrecorded(world)) <= BATCH, sorted(unrecorded(world))

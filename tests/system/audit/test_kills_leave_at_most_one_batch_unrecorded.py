@@ -1,0 +1,84 @@
+"""Attack 33 on the delete process's audit trail: the daemon SIGKILLed at random moments of a drain, with
+small batches, and (stopped or not) while its delete process works.  After every kill, each ledger gone
+from ZooKeeper must be recorded ``deleted`` in the daemon's trail, but for at most one batch.
+
+Real processes: ``ledger-deletion run`` on the session's ZooKeeper (a chroot per test) and this module's
+pulsar-lite; the judge reads ZooKeeper and the daemon's audit trail files only.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import time
+
+import pytest
+
+from tests.support.delete_process_world import STARTED, AttackWorld, delete_process, log, stopped, world
+from tests.support.harness import wait_until
+from tests.support.replicas_world import Replica
+
+__all__ = ["world"]
+
+
+def batches(world: AttackWorld, size: int) -> None:
+    world.config.write_text(world.config.read_text() + f"twoPhaseDeletionBatchSize = {size}\n")
+
+
+def unrecorded(world: AttackWorld) -> set[int]:
+    """Ledgers gone from ZooKeeper that no trail records ``deleted``."""
+    return set(world.ledgers) - set(world.left()) - set(world.deletions())
+
+
+def restarted(world: AttackWorld, daemon: Replica, failpoint: str | None = None) -> int:
+    """Start (or restart) ``daemon``; once its new start line is logged, its delete process's pid."""
+    lines = log(world, daemon).count(STARTED) if (world.root / f"{daemon.name}.log").exists() else 0
+    daemon.start(failpoint).wait_ready()
+    wait_until(lambda: log(world, daemon).count(STARTED) > lines, 30, "the start line", daemon.proc)
+    wait_until(lambda: delete_process(daemon) is not None, 10, "the delete process", daemon.proc)
+    child = delete_process(daemon)
+    assert child is not None
+    world.children_seen.add(child)
+    return child
+
+
+def _kill_at(daemon: Replica, world: AttackWorld, delay: float) -> None:
+    """SIGKILL the daemon ``delay`` s after its first deletion (a random moment of its drain)."""
+    wait_until(lambda: len(world.left()) < len(world.ledgers) or not daemon.running(), 60, "a first deletion")
+    time.sleep(delay)  # the random moment is the attack: nothing to wait for
+    assert daemon.stop(signal.SIGKILL) in (-signal.SIGKILL, None)
+
+
+@pytest.mark.parametrize("size", [1, 10])
+def test_random_kills_mid_drain_leave_at_most_one_batch_unrecorded(world: AttackWorld, size: int) -> None:
+    batches(world, size)
+    [daemon] = world.add_replicas(1)
+    world.enqueue(world.orphans(400))
+    rng = random.Random(size)
+    before: set[int] = set()
+    for _ in range(3):
+        restarted(world, daemon)
+        _kill_at(daemon, world, rng.uniform(0.0, 0.6))
+        now = unrecorded(world)
+        assert len(now - before) <= size, (sorted(now - before), log(world, daemon)[-2000:])
+        before = now
+    restarted(world, daemon)
+    world.wait_drained(90)
+    deleted = world.deletions()
+    assert not {lid: n for lid, n in deleted.items() if n > 1}
+
+
+def test_a_daemon_stopped_while_its_child_works_then_killed_leaves_one_batch_unrecorded(world: AttackWorld) -> None:
+    """The slow audit: the daemon (not its child) is stopped mid-drain, so nothing is recorded while the
+    child runs on; SIGKILLed while stopped, it must leave at most the one batch in hand unrecorded."""
+    batches(world, 10)
+    [daemon] = world.add_replicas(1)
+    world.enqueue(world.orphans(300))
+    restarted(world, daemon)
+    wait_until(lambda: len(world.left()) < len(world.ledgers) - 20, 60, "the drain under way")
+    assert daemon.proc is not None
+    with stopped(daemon.proc.pid):
+        time.sleep(1.5)  # what must not happen (the child deleting on) would happen now: no event says it did not
+        assert len(unrecorded(world)) <= 10, sorted(unrecorded(world))
+        assert daemon.stop(signal.SIGKILL) == -signal.SIGKILL
+    assert len(unrecorded(world)) <= 10, sorted(unrecorded(world))

@@ -1,0 +1,76 @@
+"""Batched appends (``AuditWriter.write_all``, one per settled batch of the worker) write the very
+trail one-at-a-time appends write: the same lines, byte for byte, across rotations and restarts;
+two processes appending batches to one directory never fork the chain."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from deletion_service.audit import trail
+from deletion_service.audit.verify import verify
+from deletion_service.audit.writer import AuditWriter
+from tests.system.audit.test_trail_on_disk import entry
+
+
+def _trail_bytes(directory: Path) -> list[bytes]:
+    return [p.read_bytes() for _, p in trail.files(directory)]
+
+
+def test_a_batch_writes_what_one_at_a_time_writes_across_rotations_and_a_restart(tmp_path: Path) -> None:
+    one, batched = tmp_path / "one", tmp_path / "batched"
+    w = AuditWriter(one, 4096, daemon="d", clock=lambda: 1.0)
+    for lid in range(1, 61):
+        assert w.write(entry(lid)) is not None
+    w.close()
+    w = AuditWriter(batched, 4096, daemon="d", clock=lambda: 1.0)
+    written = w.write_all([entry(lid) for lid in range(1, 41)])
+    w.close()
+    w = AuditWriter(batched, 4096, daemon="d", clock=lambda: 1.0)  # a restart: continues from disk
+    written += w.write_all([entry(lid) for lid in range(41, 61)])
+    w.close()
+    assert [r["seq"] for r in written if r is not None] == list(range(1, 61))
+    assert len(trail.files(batched)) > 2, "4 KiB files must rotate inside a batch"
+    assert _trail_bytes(batched) == _trail_bytes(one)
+    verdict = verify(batched)
+    assert verdict.whole and verdict.records == 60
+    assert trail.read_anchor(batched) == trail.read_anchor(one)
+
+
+def test_an_empty_batch_writes_nothing(tmp_path: Path) -> None:
+    w = AuditWriter(tmp_path / "audit")
+    assert w.write_all([]) == []
+    w.close()
+    assert trail.files(tmp_path / "audit") == []
+
+
+def test_a_batch_that_cannot_be_written_is_logged_whole_and_returns_none(tmp_path: Path, caplog) -> None:  # noqa: ANN001
+    blocked = tmp_path / "file-not-dir"
+    blocked.write_text("x")
+    w = AuditWriter(blocked / "audit")
+    assert w.write_all([entry(1), entry(2)]) == [None, None]
+    w.close()
+    lost = [r for r in caplog.records if "audit record NOT written" in r.getMessage()]
+    assert len(lost) == 2 and '"ledgerId":2' in lost[1].getMessage()
+
+
+WRITER = """
+import sys
+from pathlib import Path
+from deletion_service.audit.writer import AuditWriter
+from tests.system.audit.test_trail_on_disk import entry
+w = AuditWriter(Path(sys.argv[1]), 8192)
+for i in range(int(sys.argv[2])):
+    assert None not in w.write_all([entry(i * 10 + k) for k in range(10)])
+w.close()
+"""
+
+
+def test_two_processes_appending_batches_never_fork_the_chain(tmp_path: Path) -> None:
+    directory = trail.audit_dir(tmp_path)
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(directory), "30"]) for _ in range(3)]
+    assert [p.wait(120) for p in procs] == [0, 0, 0]
+    verdict = verify(directory)
+    assert verdict.whole, verdict.broken
+    assert verdict.records == 900

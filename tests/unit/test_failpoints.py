@@ -1,0 +1,54 @@
+"""Failpoints: parsed strictly, acted on at the N-th reach, and every name placed in the code."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from deletion_service import failpoints
+from deletion_service.failpoints import POINTS, FailpointError, failpoint
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _off():
+    yield
+    failpoints.configure("")
+
+
+def test_every_failpoint_is_placed_exactly_where_its_name_says() -> None:
+    placed: dict[str, int] = {}
+    for path in [*(ROOT / "deletion_service").rglob("*.py")]:
+        for name in re.findall(r'failpoint\("([a-z.-]+)"', path.read_text()):
+            placed[name] = placed.get(name, 0) + 1
+        for a, b in re.findall(r'failpoint\("([a-z.-]+)" if .* else "([a-z.-]+)"\)', path.read_text()):
+            placed[a] = placed.get(a, 0) + 1
+            placed[b] = placed.get(b, 0) + 1
+    assert set(placed) == set(POINTS), "a listed failpoint no code reaches, or a reached one not listed"
+
+
+def test_bad_specs_are_reported_not_ignored() -> None:
+    problems = failpoints.configure("trim.after-wrte=kill,delete.before-ack=explode,retry.after-publish=kill@x")
+    assert len(problems) == 3
+    assert "unknown failpoint 'trim.after-wrte'" in problems[0]
+    assert all("expected NAME=" in p for p in problems[1:])
+
+
+def test_an_action_fires_on_the_nth_reach_only() -> None:
+    assert failpoints.configure("delete.before-ack=raise@3") == []
+    failpoint("delete.before-ack")
+    failpoint("delete.before-ack")
+    failpoint("trim.after-write")  # another point: not active
+    with pytest.raises(FailpointError, match="delete.before-ack"):
+        failpoint("delete.before-ack")
+    failpoint("delete.before-ack")  # the 4th: past it
+
+
+def test_every_reach_with_at_zero() -> None:
+    failpoints.configure("broker.starting=raise@0")
+    for _ in range(3):
+        with pytest.raises(FailpointError):
+            failpoint("broker.starting")
