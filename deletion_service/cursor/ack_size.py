@@ -8,7 +8,7 @@ to find out costs seconds.  A range of ledger ``L`` covering entries
 + len(e)`` bytes, where ``len`` is the varint length of an int64 (10 for a
 negative one, so ``s = 0`` costs 10).  Summed over a ledger by counting a
 bitmap's values between powers of 128, which roaring does in C.
-``tests/test_ack_state.py`` checks every formula against the real encoder.
+``tests/unit/cursor/test_ack_state.py`` checks every formula against the real encoder.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 The delete phase ("is this ledger still in use?") and the orphan scan ("is this
 ledger referenced anywhere?") must give the same answer for every kind of
 ledger Pulsar writes, or one of them deletes live data or reports it as an
-orphan.  So both ask this module, and ``tests/test_reference_model_agreement.py``
-checks that they agree kind by kind (the model alone: ``tests/test_reference_model.py``).
+orphan.  So both ask this module, and ``tests/integration/orphans/test_reference_model_agreement.py``
+checks that they agree kind by kind (the model alone: ``tests/unit/test_reference_model.py``).
 No I/O: callers decode nodes, this module reads them.
 
 The kinds, and where Pulsar records each reference (Pulsar 3.x/4.x):

@@ -6,7 +6,7 @@ importing it needs the **protobuf runtime >= 7.35.1** (and < 8, where it only
 warns).  An older runtime fails at import with "Runtime version cannot be
 older than the linked gencode version" -- hence ``protobuf>=7.35.1`` in the
 project's dependencies.  Regenerating with another grpcio-tools moves that
-floor; ``tests/test_formats_generated.py`` catches a drift between the
+floor; ``tests/unit/formats/test_generated_code.py`` catches a drift between the
 committed files and what the installed generator produces.
 
 Only :mod:`metastore.formats` should import these; everyone else uses its
