@@ -5,23 +5,14 @@ promtool over the shipped rules; and over a real daemon's ``/metrics`` scrape (s
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.harness import debian_tool
+from tests.support.alert_rules import PROMTOOL, RULES, promtool_firing, rule_names
 
-RULES = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
-PROMTOOL = debian_tool("promtool")
 pytestmark = pytest.mark.skipif(PROMTOOL is None, reason="promtool missing: scripts/test.sh installs Debian prometheus")
-
-
-def _rule_names() -> set[str]:
-    doc = yaml.safe_load((RULES / "ledger-deletion-alerts.yml").read_text())
-    return {r["alert"] for g in doc["groups"] for r in g["rules"]}
 
 
 def test_every_rule_has_a_case_where_it_fires_and_one_where_it_does_not() -> None:
@@ -30,36 +21,9 @@ def test_every_rule_has_a_case_where_it_fires_and_one_where_it_does_not() -> Non
     for case in doc["tests"]:
         for check in case.get("alert_rule_test", []):
             (fires if check.get("exp_alerts") else quiet).add(check["alertname"])
-    assert _rule_names() - fires == set(), "rules never shown to fire"
-    assert _rule_names() - quiet == set(), "rules never shown to stay quiet"
-    assert {"LedgerDeletionAbsent", "LedgerDeletionScanSilent"} <= _rule_names()  # absence is alerted on
-
-
-def promtool_firing(scrape: str, tmp_path: Path, instance: str = "d1:8090", minutes: int = 400,
-                    scan_pushed: bool = True) -> set[str]:
-    """The alerts of the shipped rules that fire after ``minutes`` of a daemon whose every scrape is
-    ``scrape`` (its samples held constant), scraped as job ledger-deletion; promtool judges."""
-    series = [{"series": f'up{{job="ledger-deletion", instance="{instance}"}}', "values": f"1x{minutes}"}]
-    if scan_pushed:
-        series.append({"series": 'push_time_seconds{job="ledger-deletion-scan-orphans"}',
-                       "values": f"0+60x{minutes}"})
-    for family in text_string_to_metric_families(scrape):
-        for s in family.samples:
-            if not s.name.startswith("pulsar_ledger_deletion_") or s.name.endswith("_created"):
-                continue
-            labels = {**s.labels, "job": "ledger-deletion", "instance": instance}
-            text = ", ".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-            series.append({"series": f"{s.name}{{{text}}}", "values": f"{s.value:g}x{minutes}"})
-    names = sorted(_rule_names())
-    checks = [{"eval_time": f"{minutes}m", "alertname": n, "exp_alerts": []} for n in names]
-    test = {"rule_files": [str(RULES / "ledger-deletion-alerts.yml")], "evaluation_interval": "1m",
-            "tests": [{"interval": "1m", "input_series": series, "alert_rule_test": checks}]}
-    (tmp_path / "scrape.test.yml").write_text(yaml.safe_dump(test))
-    r = subprocess.run([PROMTOOL, "test", "rules", str(tmp_path / "scrape.test.yml")],  # type: ignore[list-item]
-                       capture_output=True, text=True)
-    if r.returncode == 0:
-        return set()
-    return {n for n in names if f"alertname: {n}," in r.stdout + r.stderr}
+    assert rule_names() - fires == set(), "rules never shown to fire"
+    assert rule_names() - quiet == set(), "rules never shown to stay quiet"
+    assert {"LedgerDeletionAbsent", "LedgerDeletionScanSilent"} <= rule_names()  # absence is alerted on
 
 
 def test_promtool_judges_a_scrape_held_constant(tmp_path: Path) -> None:

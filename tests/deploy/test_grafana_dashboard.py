@@ -15,17 +15,10 @@ from prometheus_client import generate_latest
 from deletion_service.metrics import DeletionMetrics
 from deletion_service.orphans.push import scan_registry
 from deletion_service.orphans.summary import ScanSummary
+from tests.support.grafana_dashboard import DASHBOARD, dashboard_queries
 from tests.support.harness import debian_tool
 
-DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "ledger-deletion-dashboard.json"
 PROMTOOL = debian_tool("promtool")
-
-
-def dashboard_queries() -> dict[str, list[str]]:
-    """Panel title → its queries, with Grafana's variables as a plain Prometheus would take them."""
-    panels = json.loads(DASHBOARD.read_text())["panels"]
-    return {p["title"]: [t["expr"].replace("$__rate_interval", "1m").replace("$job", ".*").replace("$instance", ".*")
-                         for t in p["targets"]] for p in panels}
 
 
 def test_the_panels_the_issue_asks_for() -> None:

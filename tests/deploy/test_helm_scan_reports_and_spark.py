@@ -11,20 +11,9 @@ from typing import Any
 
 import pytest
 
-from tests.deploy.test_helm_chart import helm, kubernetes_validate, render
+from tests.support.helm_chart import REPORTS_DIR, helm, kubernetes_validate, render, scan_args, scan_pod
 
 KUBE_VERSION = "1.29"
-REPORTS_DIR = "/var/lib/ledger-deletion/reports"
-
-
-def _pod(objects: dict[str, dict]) -> dict:
-    return objects["CronJob"]["spec"]["jobTemplate"]["spec"]["template"]["spec"]
-
-
-def scan_args(values: dict[str, Any] | None = None) -> list[str]:
-    """The CronJob's ``scan-orphans`` arguments (after the subcommand), as the chart renders them."""
-    args = _pod(render(values))["containers"][0]["args"]
-    return args[args.index("scan-orphans") + 1:]
 
 
 def _pairs(args: list[str], option: str) -> list[str]:
@@ -33,7 +22,7 @@ def _pairs(args: list[str], option: str) -> list[str]:
 
 def test_by_default_each_scan_keeps_its_reports_on_a_claim_and_the_driver_gets_memory() -> None:
     objects = render()
-    pod = _pod(objects)
+    pod = scan_pod(objects)
     args = pod["containers"][0]["args"]
     assert _pairs(args, "--reports-dir") == [REPORTS_DIR] and _pairs(args, "--keep-reports") == ["14"]
     assert "--output" not in args
@@ -55,18 +44,18 @@ def test_spark_settings_an_existing_claim_and_reports_off() -> None:
                               "reports": {"existingClaim": "scan-reports", "keep": 30,
                                           "storageClassName": "-"}}}
     objects = render(values)
-    args = _pod(objects)["containers"][0]["args"]
+    args = scan_pod(objects)["containers"][0]["args"]
     assert _pairs(args, "--spark-conf") == ["spark.driver.memory=3g", "spark.executor.memory=4g",
                                             "spark.sql.shuffle.partitions=64"]
     assert _pairs(args, "--keep-reports") == ["30"]
     assert "PersistentVolumeClaim" not in objects  # the operator's own claim, not ours
-    volumes = {v["name"]: v for v in _pod(objects)["volumes"]}
+    volumes = {v["name"]: v for v in scan_pod(objects)["volumes"]}
     assert volumes["reports"]["persistentVolumeClaim"]["claimName"] == "scan-reports"
 
     off = render({"scanOrphans": {"reports": {"enabled": False}, "driverMemory": ""}})
-    off_args = _pod(off)["containers"][0]["args"]
+    off_args = scan_pod(off)["containers"][0]["args"]
     assert "--reports-dir" not in off_args and "--spark-conf" not in off_args
-    assert "reports" not in {v["name"] for v in _pod(off)["volumes"]} and "PersistentVolumeClaim" not in off
+    assert "reports" not in {v["name"] for v in scan_pod(off)["volumes"]} and "PersistentVolumeClaim" not in off
 
 
 @pytest.mark.parametrize("scan,refused", [({"driverMemory": "2 GB"}, "driverMemory"),
@@ -87,10 +76,10 @@ def test_the_cli_accepts_the_rendered_scan_arguments() -> None:
 
 def test_with_a_spark_master_the_driver_is_reachable_by_the_pods_ip() -> None:
     """In local mode the driver binds to loopback; a cluster's executors must reach it by the pod's IP."""
-    local = _pod(render())["containers"][0]
+    local = scan_pod(render())["containers"][0]
     assert {"name": "SPARK_LOCAL_IP", "value": "127.0.0.1"} in local["env"]
     assert "spark.driver.host=$(POD_IP)" not in local["args"]
-    remote = _pod(render({"scanOrphans": {"sparkMaster": "spark://spark-master:7077"}}))["containers"][0]
+    remote = scan_pod(render({"scanOrphans": {"sparkMaster": "spark://spark-master:7077"}}))["containers"][0]
     env = {e["name"]: e for e in remote["env"]}
     assert "SPARK_LOCAL_IP" not in env and env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
     assert {"spark.driver.host=$(POD_IP)", "spark.driver.bindAddress=0.0.0.0"} <= set(_pairs(remote["args"],

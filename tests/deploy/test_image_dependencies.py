@@ -11,7 +11,7 @@ import re
 import tomllib
 from pathlib import Path
 
-from tests.deploy.test_image import _stages
+from tests.support.dockerfile_stages import dockerfile_stages
 
 ROOT = Path(__file__).resolve().parents[2]
 CONSTRAINTS = ROOT / "deploy" / "constraints.txt"
@@ -24,7 +24,7 @@ def _name(requirement: str) -> str:
 
 
 def test_the_default_command_starts_without_a_token() -> None:
-    cmd = dict(_stages()["daemon"][1:])["CMD"]
+    cmd = dict(dockerfile_stages()["daemon"][1:])["CMD"]
     assert cmd.startswith('["run"') and "0.0.0.0" not in cmd, cmd  # loopback: no admin token needed
 
 
@@ -33,13 +33,13 @@ def test_the_daemon_environment_has_no_scan_dependencies() -> None:
     core = {_name(r) for r in project["dependencies"]}
     assert {"pyspark", "matplotlib"} & core == set()
     assert {"pyspark", "matplotlib"} <= {_name(r) for r in project["optional-dependencies"]["scan"]}
-    build = " ".join(rest for word, rest in _stages()["build"] if word == "RUN")
+    build = " ".join(rest for word, rest in dockerfile_stages()["build"] if word == "RUN")
     daemon_install = re.search(r"/opt/ledger-deletion/bin/pip install (.*?) &&", build)
     assert daemon_install is not None and "[scan]" not in daemon_install.group(1)
     assert '/opt/ledger-deletion-scan/bin/pip install -c deploy/constraints.txt ".[scan]"' in build
-    base_copies = [rest for word, rest in _stages()["base"] if word == "COPY"]
+    base_copies = [rest for word, rest in dockerfile_stages()["base"] if word == "COPY"]
     assert base_copies == ["--from=build /opt/ledger-deletion /opt/ledger-deletion"]
-    assert ("COPY", "--from=build /opt/ledger-deletion-scan /opt/ledger-deletion-scan") in _stages()["spark"]
+    assert ("COPY", "--from=build /opt/ledger-deletion-scan /opt/ledger-deletion-scan") in dockerfile_stages()["spark"]
 
 
 def test_every_dependency_of_the_image_is_pinned() -> None:
@@ -52,6 +52,6 @@ def test_every_dependency_of_the_image_is_pinned() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     wanted = {_name(r) for r in project["dependencies"] + project["optional-dependencies"]["scan"]}
     assert wanted - set(pins) == set(), "direct dependencies without a pin"
-    for word, rest in _stages()["build"]:
+    for word, rest in dockerfile_stages()["build"]:
         if word == "RUN" and "pip install" in rest:
             assert rest.count("pip install -c deploy/constraints.txt") == rest.count("pip install")

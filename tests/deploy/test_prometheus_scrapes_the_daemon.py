@@ -34,11 +34,11 @@ from deletion_service.orphans.push import JOB, push_summary
 from deletion_service.orphans.summary import ScanSummary
 from deletion_service.protocol.topics import DeletionTopics
 from metastore import open_store
-from tests.deploy.test_grafana_dashboard import dashboard_queries
 from tests.support.cli_runner import run_cli
+from tests.support.daemon_process import answers
 from tests.support.deletion_world import GARBAGE, send_raw
+from tests.support.grafana_dashboard import dashboard_queries
 from tests.support.harness import ServerProcess, debian_tool, free_port, wait_until
-from tests.system.daemon.test_daemon_cli import _answers
 
 RULES = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "ledger-deletion-alerts.yml"
 PROMETHEUS = debian_tool("prometheus")
@@ -109,7 +109,7 @@ def daemon(tmp_path: Path) -> Iterator[tuple[str, str]]:
                              "--admin-address", admin], stdout=log, stderr=subprocess.STDOUT)
     log.close()
     try:
-        wait_until(lambda: _answers(f"http://{admin}/healthz"), 60, "the daemon's admin API", proc=proc,
+        wait_until(lambda: answers(f"http://{admin}/healthz"), 60, "the daemon's admin API", proc=proc,
                    log_path=tmp_path / "daemon.log")
         info = EmbeddedBroker(data_dir).read_info()
         assert info is not None
@@ -181,7 +181,7 @@ def test_a_scan_that_finds_missing_ledgers_fires_through_the_pushgateway(tmp_pat
     url = f"http://127.0.0.1:{gateway.port}"
     prom = None
     try:
-        wait_until(lambda: _answers(url + "/-/ready"), 30, "pushgateway", gateway.proc, gateway.log_path)
+        wait_until(lambda: answers(url + "/-/ready"), 30, "pushgateway", gateway.proc, gateway.log_path)
         push_summary(url, _summary(missing=0))
         prom = PrometheusServer(tmp_path / "prometheus", {"pushgateway": f"127.0.0.1:{gateway.port}"}).start()
         query = f'pulsar_ledger_deletion_scan_orphan_ledgers{{job="{JOB}"}}'

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.deploy.test_helm_chart import ALL_ON, CHART, ROOT, helm
+from tests.support.helm_chart import ALL_ON, CHART, ROOT, helm
 
 yamllint_config = pytest.importorskip("yamllint.config", reason="yamllint missing: pip install -e '.[test]'")
 linter = pytest.importorskip("yamllint.linter")

@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 from metastore import open_store
-from tests.integration.admin.test_admin_api_over_http import admin_stack
+from tests.support.admin_stack import admin_stack
 from tests.support.harness import PulsarLiteBroker, ZooKeeperServer, venv_tool
 
 ROOT = Path(__file__).resolve().parents[3]

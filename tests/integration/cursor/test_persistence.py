@@ -30,7 +30,7 @@ from metastore.formats import (
     managed_ledger_path,
 )
 from metastore.interface import Op
-from tests.integration.mark_phase.test_trim_and_enqueue import FlakyReads
+from tests.support.counting_stores import FlakyReads
 
 TOPIC = "persistent://t/ns/orders"
 SUB = "my sub"

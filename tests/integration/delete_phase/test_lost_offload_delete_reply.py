@@ -15,10 +15,10 @@ import uuid
 from http.server import BaseHTTPRequestHandler
 
 from deletion_service.protocol.fate import Outcome
-from tests.integration.delete_phase.test_tiered_storage_faults import TOPIC, world
 from tests.support.deletion_world import S3Bucket, World, request
 from tests.support.fault_proxy import FaultProxy
 from tests.support.harness import MotoS3Server
+from tests.support.tiered_storage_world import TOPIC, world
 
 __all__ = ["world"]  # the fixture: a deletion service on the real ZooKeeper and broker
 

@@ -20,9 +20,9 @@ import pytest
 from deletion_service import failpoints
 from deletion_service.cluster_writer import pulsar_custom_metadata
 from deletion_service.protocol.fate import Outcome
-from tests.integration.delete_phase.test_tiered_storage_faults import TOPIC, world
 from tests.support.deletion_world import S3Bucket, World, request
 from tests.support.harness import MotoS3Server
+from tests.support.tiered_storage_world import TOPIC, world
 
 __all__ = ["world"]  # the fixture: a deletion service on the real ZooKeeper and broker
 

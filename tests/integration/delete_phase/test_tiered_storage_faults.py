@@ -9,41 +9,16 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Iterator
 
 import pytest
 
 from deletion_service.cluster_writer import pulsar_custom_metadata
-from deletion_service.delete_phase.storage.breaker import TargetBreakers
-from metastore import open_store
-from offloaders.allow_list import AllowList
-from offloaders.registry import OffloaderSettings
-from tests.support.deletion_world import S3Bucket, World, make_world, request
+from tests.support.deletion_world import S3Bucket, World, request
 from tests.support.fault_proxy import Fault, FaultProxy
-from tests.support.harness import MotoS3Server, PulsarLiteBroker, ZooKeeperServer
+from tests.support.harness import MotoS3Server
+from tests.support.tiered_storage_world import TOPIC, world
 
-TOPIC = "persistent://t/ns/faulty"
-
-
-@pytest.fixture
-def world(request: pytest.FixtureRequest, zk_url: str, zookeeper: ZooKeeperServer,
-          pulsar_broker: PulsarLiteBroker) -> Iterator[World]:
-    store = open_store(zk_url)
-    bk_store = open_store(f"{zookeeper.url}/bk-{uuid.uuid4().hex[:8]}")
-    delay = getattr(request, "param", 0)
-    w = make_world(store, bk_store, pulsar_broker.service_url,
-                   twoPhaseDeletionReconsumeLaterInSeconds=delay, twoPhaseDeletionMaxRetryDeleteCount=2)
-    # Short S3 timeouts so a hanging server costs a second, not a minute.
-    w.service.offload = OffloaderSettings(AllowList.of(), s3_connect_timeout=0.5, s3_read_timeout=0.8)
-    w.service.gatherer.offload = w.service.executor.offload = w.service.offload
-    # Probes of a target that keeps failing back off to 2 s, not 60: a fault the proxy injects ten times
-    # over is then outlasted in seconds (63 s before); held, probed and recovered exactly as in production.
-    w.service.gatherer.target_breakers = TargetBreakers(max_probe_every_s=2.0)
-    yield w
-    w.service.close()
-    w.service.broker.close()
-    store.close()
-    bk_store.close()
+__all__ = ["world"]  # the fixture: a deletion service on the real ZooKeeper and broker
 
 
 def _send(world: World, bucket: S3Bucket, endpoint: str, n_offload: int = 3, n_bk: int = 20,

@@ -78,9 +78,9 @@ from metastore.formats import (
     managed_ledger_path,
 )
 from offloaders.interface import java_uuid
-from tests.integration.interleavings.test_trim_daemon_and_resets import Bucket, Ids, read_all
 from tests.support.deletion_world import UPSTREAM_META, make_world, now_ms
 from tests.support.harness import MotoS3Server, PulsarLiteBroker, ZooKeeperServer, poll
+from tests.support.interleaving_cluster import Bucket, Ids, read_all
 from tests.support.safety_checker import SafetyChecker, Violation
 
 SEED = int(os.environ.get("SCOPES_SEED") or random.SystemRandom().randrange(2**31))

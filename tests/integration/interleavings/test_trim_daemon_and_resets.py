@@ -52,9 +52,7 @@ rounds; ``scripts/soak_long.sh`` the long run).  Both are printed.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
-import logging
 import math
 import os
 import random
@@ -66,8 +64,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import boto3
-import pulsar
 import pytest
 
 from deletion_service.broker.interface import BrokerError, Producer
@@ -111,6 +107,7 @@ from offloaders.interface import java_uuid
 from tests.support.deletion_world import S3Bucket, make_world, now_ms
 from tests.support.deletion_world import request as genuine_request
 from tests.support.harness import MotoS3Server, PulsarLiteBroker, ZooKeeperServer, wait_until
+from tests.support.interleaving_cluster import Bucket, Ids, read_all
 from tests.support.safety_checker import SafetyChecker, Snapshot, Violation
 
 SEED = int(os.environ.get("SAFETY_SEED") or random.SystemRandom().randrange(2**31))
@@ -283,19 +280,6 @@ class Truth:
             return set(self.orphans) | set(self.released) | set(self.dropped)
 
 
-@dataclass
-class Ids:
-    """Ledger ids handed out in order, like BookKeeper's id generator."""
-
-    next_id: int = 100
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def take(self) -> int:
-        with self.lock:
-            self.next_id += 1
-            return self.next_id
-
-
 # ---------------------------------------------------------------- the cluster under test
 
 
@@ -414,15 +398,6 @@ class Cluster:
                     producer = self._forgers[partition] = self.publisher.broker.producer(partition)
             producer.send(payload, props)
         self.truth.record(Sent(payload, kind, rnd, ledger_id, topic, props, to_retry, may_dlq))
-
-
-@dataclass
-class Bucket(S3Bucket):
-    """``S3Bucket`` with one boto3 client for the whole run (it makes a new one per call: slow here)."""
-
-    @functools.cached_property
-    def client(self):  # noqa: ANN201 - boto3's client type is generated at run time
-        return boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1")
 
 
 @pytest.fixture
@@ -1084,24 +1059,6 @@ def judge_outcomes(c: Cluster, ends: dict[bytes, list[tuple[str, Settled, float]
                     f"{(at * 1000 - request.marked_at) / 1000:.2f}s after markedAt, inside the "
                     f"{GRACE_S}s twoPhaseDeletionInUseGraceSeconds: its trim may not have written yet")])
     return by_kind
-
-
-def read_all(broker_url: str, topics: list[str], subscription: str, timeout_ms: int = 1500) -> list[pulsar.Message]:
-    """Our own consumer (the daemon's are closed): whatever it receives was never acked."""
-    quiet = logging.getLogger("safety-test.pulsar-client")
-    quiet.setLevel(logging.WARNING)
-    client = pulsar.Client(broker_url, logger=quiet)
-    try:
-        consumer = client.subscribe(topics, subscription, consumer_type=pulsar.ConsumerType.Shared,
-                                    initial_position=pulsar.InitialPosition.Earliest)
-        out = []
-        while True:
-            try:
-                out.append(consumer.receive(timeout_millis=timeout_ms))
-            except pulsar.Timeout:
-                return out
-    finally:
-        client.close()
 
 
 def failure_report(c: Cluster, header: str) -> str:

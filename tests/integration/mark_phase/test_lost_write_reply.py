@@ -1,7 +1,7 @@
 """A trim (and a cursor reset) whose one write was applied but whose reply was lost (issue 27, finding 12's
 siblings).
 
-The fault is injected with ``ReplyDropProxy`` (``test_lost_delete_reply.py``) in front of the REAL
+The fault is injected with ``ReplyDropProxy`` (``tests/support/reply_drop_proxy.py``) in front of the REAL
 ZooKeeper: the multi reaches the server and is applied; its reply is dropped with the connection.
 On ef63906 trim raised the store's "connection lost" error, so the operator was told the trim failed
 while its ledgers had left the list.  Now it reads the managed-ledger node back: one version later
@@ -20,7 +20,7 @@ from deletion_service.mark_phase.trim import trim
 from metastore.factory import open_store
 from metastore.formats import Position, decode_cursor, decode_managed_ledger, managed_ledger_path
 from tests.support.harness import ZooKeeperServer
-from tests.system.crash_safety.test_lost_delete_reply import ReplyDropProxy
+from tests.support.reply_drop_proxy import ReplyDropProxy
 
 TOPIC = "persistent://t/ns/lost-trim-reply"
 

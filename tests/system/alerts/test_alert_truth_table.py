@@ -41,7 +41,7 @@ from deletion_service.orphans.summary import ScanSummary
 from metastore import open_store
 from metastore.formats import ManagedCursorInfo, MessageRange, Position, cursor_path, encode_cursor
 from metastore.interface import ANY
-from tests.deploy.test_every_alert_fires_and_stays_quiet import PROMTOOL, RULES, _rule_names
+from tests.support.alert_rules import PROMTOOL, RULES, rule_names
 from tests.support.cli_runner import run_cli
 from tests.support.harness import ServerProcess, debian_tool, free_port, wait_until
 
@@ -102,7 +102,7 @@ def promtool_input(row: Row, tmp_path: Path) -> Path:
     if pushed is not None:  # honor_labels: the pushed job is kept
         series += _series(row.gateway, "push_time_seconds", {}, rebase=time.time() - float(pushed.group(1)))
         series += _series(row.gateway, "pulsar_ledger_deletion_scan_", {})
-    checks = [{"eval_time": f"{MINUTES}m", "alertname": n, "exp_alerts": []} for n in sorted(_rule_names())]
+    checks = [{"eval_time": f"{MINUTES}m", "alertname": n, "exp_alerts": []} for n in sorted(rule_names())]
     test = {"rule_files": [str(RULES / "ledger-deletion-alerts.yml")], "evaluation_interval": f"{STEP_MIN}m",
             "tests": [{"interval": f"{STEP_MIN}m", "input_series": series, "alert_rule_test": checks}]}
     path = tmp_path / f"{row.name.replace(' ', '-')}.test.yml"
@@ -116,7 +116,7 @@ def judge(rows: list[Row], tmp_path: Path) -> None:
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for row in rows]
     for row, run in zip(rows, runs, strict=True):
         out, _ = run.communicate(timeout=120)
-        row.fired = set() if run.returncode == 0 else {n for n in _rule_names() if f"alertname: {n}," in out}
+        row.fired = set() if run.returncode == 0 else {n for n in rule_names() if f"alertname: {n}," in out}
         assert run.returncode == 0 or row.fired, out  # failed for another reason than an alert
 
 
@@ -246,5 +246,5 @@ def test_the_truth_table_from_real_scrapes(tmp_path: Path, gateway: str) -> None
         "missing ledgers": {"LedgerDeletionMissingLedgers"},
     }, table
     fired = set().union(*(r.fired for r in rows))
-    assert fired >= _rule_names() - {"LedgerDeletionDLQGrowing", "LedgerDeletionDLQNotEmpty",
+    assert fired >= rule_names() - {"LedgerDeletionDLQGrowing", "LedgerDeletionDLQNotEmpty",
                                      "LedgerDeletionMetadataMismatch"}  # those: test_after_the_demo, e2e

@@ -20,10 +20,11 @@ from deletion_service.audit import record, trail
 from deletion_service.audit.topic_check import compare
 from deletion_service.audit.verify import verify
 from deletion_service.audit.writer import AuditWriter
+from tests.support.audit_entries import entry, fill, lines
 from tests.support.cli_runner import run_cli
+from tests.support.daemon_ledgers import TOPIC, request_file, seed
+from tests.support.daemon_process import data_dir
 from tests.support.harness import free_port
-from tests.system.audit.test_trail_on_disk import entry, fill, lines
-from tests.system.daemon.test_daemon_cli import TOPIC, data_dir, request_file, seed
 
 __all__ = ["data_dir"]  # the fixture: it stops a broker left behind
 

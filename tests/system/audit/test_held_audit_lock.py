@@ -17,14 +17,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests.support.audited_drain import BATCH, draining, unrecorded
 from tests.support.delete_process_world import AttackWorld, log, sigterm_seconds, world
 from tests.support.harness import wait_until
 from tests.support.replicas_world import Replica
-from tests.system.audit.test_kills_leave_at_most_one_batch_unrecorded import batches, restarted, unrecorded
 
 __all__ = ["world"]
-
-BATCH = 5
 
 
 @contextmanager
@@ -36,17 +34,6 @@ def _trail_locked(daemon: Replica) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
-
-
-def draining(world: AttackWorld) -> Replica:
-    """A daemon deleting 300 orphans in batches of 5, paced so the drain is still under way."""
-    batches(world, BATCH)
-    world.config.write_text(world.config.read_text() + "maxDeletionsPerSecond = 100\n")
-    [daemon] = world.add_replicas(1)
-    restarted(world, daemon)
-    world.enqueue(world.orphans(300))
-    wait_until(lambda: len(world.left()) < len(world.ledgers) - 20, 60, "the drain under way")
-    return daemon
 
 
 def test_sigterm_ends_the_daemon_in_time_while_another_process_holds_its_audit_lock(world: AttackWorld) -> None:

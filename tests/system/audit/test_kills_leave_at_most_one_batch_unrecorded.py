@@ -14,32 +14,12 @@ import time
 
 import pytest
 
-from tests.support.delete_process_world import STARTED, AttackWorld, delete_process, log, stopped, world
+from tests.support.audited_drain import batches, restarted, unrecorded
+from tests.support.delete_process_world import AttackWorld, log, stopped, world
 from tests.support.harness import wait_until
 from tests.support.replicas_world import Replica
 
 __all__ = ["world"]
-
-
-def batches(world: AttackWorld, size: int) -> None:
-    world.config.write_text(world.config.read_text() + f"twoPhaseDeletionBatchSize = {size}\n")
-
-
-def unrecorded(world: AttackWorld) -> set[int]:
-    """Ledgers gone from ZooKeeper that no trail records ``deleted``."""
-    return set(world.ledgers) - set(world.left()) - set(world.deletions())
-
-
-def restarted(world: AttackWorld, daemon: Replica, failpoint: str | None = None) -> int:
-    """Start (or restart) ``daemon``; once its new start line is logged, its delete process's pid."""
-    lines = log(world, daemon).count(STARTED) if (world.root / f"{daemon.name}.log").exists() else 0
-    daemon.start(failpoint).wait_ready()
-    wait_until(lambda: log(world, daemon).count(STARTED) > lines, 30, "the start line", daemon.proc)
-    wait_until(lambda: delete_process(daemon) is not None, 10, "the delete process", daemon.proc)
-    child = delete_process(daemon)
-    assert child is not None
-    world.children_seen.add(child)
-    return child
 
 
 def _kill_at(daemon: Replica, world: AttackWorld, delay: float) -> None:

@@ -13,30 +13,10 @@ from pathlib import Path
 import pytest
 
 from deletion_service.audit import trail
-from deletion_service.audit.record import Entry
 from deletion_service.audit.verify import verify
 from deletion_service.audit.writer import AuditWriter
+from tests.support.audit_entries import entry, fill, lines
 from tests.support.cli_runner import run_cli
-
-EVIDENCE = {"bkVersion": 3, "customMetadata": {"application": "pulsar"}, "references": [], "offloadObjects": []}
-
-
-def entry(ledger_id: int, topic: str = "persistent://t/ns/a", outcome: str = "deleted") -> Entry:
-    request = {"topicName": topic, "ledgerComponent": "MANAGED_LEDGER", "ledgerType": "LEDGER",
-               "ledgerId": ledger_id, "reason": "trim", "markedAt": 1}
-    return Entry(request, outcome, outcome, EVIDENCE)
-
-
-def fill(data_dir: Path, n: int, max_bytes: int = 64 * 1024 * 1024, start: int = 1) -> AuditWriter:
-    writer = AuditWriter(trail.audit_dir(data_dir), max_bytes)
-    for lid in range(start, start + n):
-        assert writer.write(entry(lid)) is not None
-    writer.close()  # as the daemon does when it stops: the last records durable, the anchor naming them
-    return writer
-
-
-def lines(data_dir: Path) -> list[tuple[Path, list[str]]]:
-    return [(p, p.read_text().splitlines(keepends=True)) for _, p in trail.files(trail.audit_dir(data_dir))]
 
 
 def verify_cli(data_dir: Path) -> tuple[int, str]:
@@ -73,7 +53,7 @@ WRITER = """
 import sys
 from pathlib import Path
 from deletion_service.audit.writer import AuditWriter
-from tests.system.audit.test_trail_on_disk import entry
+from tests.support.audit_entries import entry
 w = AuditWriter(Path(sys.argv[1]), 8192)
 for i in range(int(sys.argv[2])):
     assert w.write(entry(i)) is not None

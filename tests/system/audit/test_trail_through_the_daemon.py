@@ -8,10 +8,11 @@ from pathlib import Path
 
 from deletion_service.cluster_writer import pulsar_custom_metadata
 from tests.support.cli_runner import run_cli
+from tests.support.daemon_ledgers import TOPIC, present, request_file, seed
+from tests.support.daemon_process import data_dir
 from tests.support.harness import free_port
-from tests.system.daemon.test_daemon_cli import TOPIC, data_dir, present, request_file, seed
 
-__all__ = ["data_dir"]  # the fixture, shared with test_daemon_cli (it stops a broker left behind)
+__all__ = ["data_dir"]  # the fixture: it stops a broker left behind
 
 
 def _run_daemon(data: Path) -> None:

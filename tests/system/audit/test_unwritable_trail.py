@@ -21,11 +21,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.audited_drain import BATCH, batches, draining, unrecorded
 from tests.support.delete_process_world import AttackWorld, delete_process, world
 from tests.support.harness import wait_until
 from tests.support.replicas_world import Replica
-from tests.system.audit.test_held_audit_lock import BATCH, draining
-from tests.system.audit.test_kills_leave_at_most_one_batch_unrecorded import batches, unrecorded
 
 __all__ = ["world"]
 

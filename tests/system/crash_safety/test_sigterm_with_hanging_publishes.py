@@ -25,9 +25,10 @@ from deletion_service.failpoints import ENV as FAILPOINTS
 from metastore import ANY, open_store
 from metastore.formats import ledger_path
 from tests.support.cli_runner import run_cli
+from tests.support.daemon_ledgers import TOPIC, present, request_file
+from tests.support.daemon_process import start_daemon
 from tests.support.harness import free_port, wait_until
-from tests.system.daemon.test_daemon_cli import TOPIC, _start_daemon, present, request_file
-from tests.system.daemon.test_dlq_gauge_after_restart import _scrape
+from tests.support.metrics_scrape import scrape
 
 #: The README's promise for `run`: "stops within 20 s of SIGTERM" (Kubernetes kills at 30 s).
 STOPS_WITHIN_S = 20
@@ -54,7 +55,7 @@ def _sum(text: str, name: str, labels: str = "") -> float:
 
 def _daemon(port: int) -> tuple[float, float]:
     """(received, acked) as the daemon's /metrics say."""
-    text = _scrape(port)
+    text = scrape(port)
     return _sum(text, "pulsar_ledger_deletion_received_total"), _sum(text, "pulsar_ledger_deletion_acked_total")
 
 
@@ -79,7 +80,7 @@ def test_sigterm_with_retry_publishes_hanging_stops_in_time_and_loses_nothing(
     port = free_port()
     # the first RETRY receipt holds the worker long enough to freeze the broker behind its back
     monkeypatch.setenv(FAILPOINTS, "retry.after-publish=sleep:5")
-    proc = _start_daemon(data_dir, "--config", str(cfg), port=port)
+    proc = start_daemon(data_dir, "--config", str(cfg), port=port)
     monkeypatch.delenv(FAILPOINTS)
     broker = None
     try:

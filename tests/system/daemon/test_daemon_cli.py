@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -13,56 +11,14 @@ from pathlib import Path
 import pytest
 
 from deletion_service.cluster_writer import ClusterWriter, pulsar_custom_metadata
-from deletion_service.embedded.broker import EmbeddedBroker, alive, stop_pid
+from deletion_service.embedded.broker import EmbeddedBroker, alive
 from metastore import open_store
-from metastore.formats import ledger_path
 from tests.support.cli_runner import run_cli
+from tests.support.daemon_ledgers import TOPIC, present, request_file, seed
+from tests.support.daemon_process import answers, data_dir, start_daemon
 from tests.support.harness import free_port, wait_until
 
-TOPIC = "persistent://t/ns/daemon"
-
-
-def seed(url: str, ids: range, forged: range = range(0)) -> None:
-    with open_store(url) as store:
-        w = ClusterWriter(store)
-        w.ensure_layout()
-        for lid in ids:
-            w.bk_ledger(lid, pulsar_custom_metadata(TOPIC))
-        for lid in forged:
-            w.bk_ledger(lid, pulsar_custom_metadata("persistent://t/ns/someone-else"))
-
-
-def present(url: str, ids: range) -> list[int]:
-    with open_store(url) as store:
-        return [lid for lid in ids if store.get(ledger_path("/ledgers", lid, "hierarchical")) is not None]
-
-
-def request_file(path: Path, ids: range) -> Path:
-    path.write_text(
-        "".join(
-            json.dumps(
-                {
-                    "topicName": TOPIC,
-                    "ledgerComponent": "MANAGED_LEDGER",
-                    "ledgerType": "LEDGER",
-                    "ledgerId": lid,
-                    "reason": "trim",
-                }
-            )
-            + "\n"
-            for lid in ids
-        )
-    )
-    return path
-
-
-@pytest.fixture
-def data_dir(tmp_path: Path):  # noqa: ANN201
-    d = tmp_path / "data"
-    yield d
-    info = EmbeddedBroker(d).read_info()  # a broker a killed daemon left behind is ours to stop
-    if info is not None and EmbeddedBroker(d).is_ours_and_alive(info):
-        stop_pid(info.pid)
+__all__ = ["data_dir"]  # the fixture: it stops a broker left behind
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "zookeeper"])
@@ -133,25 +89,6 @@ def test_run_exits_3_when_not_idle_in_time(data_dir: Path, tmp_path: Path) -> No
     assert present(url, range(7, 8)) == [7]
 
 
-def _start_daemon(data_dir: Path, *extra: str, port: int | None = None) -> subprocess.Popen:
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "deletion_service.cli.main",
-            "run",
-            "--data-dir",
-            str(data_dir),
-            "--admin-address",
-            f"127.0.0.1:{port or free_port()}",
-            *extra,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
 def test_sigterm_mid_batch_loses_nothing(data_dir: Path, tmp_path: Path) -> None:
     data_dir.mkdir()
     url = f"sqlite:///{data_dir / 'metadata.db'}"
@@ -165,7 +102,7 @@ def test_sigterm_mid_batch_loses_nothing(data_dir: Path, tmp_path: Path) -> None
         ).returncode
         == 0
     )
-    proc = _start_daemon(data_dir, "--config", str(cfg))
+    proc = start_daemon(data_dir, "--config", str(cfg))
     wait_until(lambda: len(present(url, ids)) < 250, 60, "some deletions")
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
@@ -191,13 +128,13 @@ def test_sigterm_mid_batch_loses_nothing(data_dir: Path, tmp_path: Path) -> None
 
 def test_a_killed_daemons_broker_is_found_and_replaced(data_dir: Path) -> None:
     port = free_port()
-    proc = _start_daemon(data_dir, port=port)
+    proc = start_daemon(data_dir, port=port)
     broker = EmbeddedBroker(data_dir)
     wait_until(lambda: broker.read_info() is not None, 30, "broker.json")
     old = broker.read_info()
     assert old is not None
     # Killed while running, not while starting: the admin API answers once the daemon is up.
-    wait_until(lambda: _answers(f"http://127.0.0.1:{port}/healthz"), 30, "the admin API", proc=proc)
+    wait_until(lambda: answers(f"http://127.0.0.1:{port}/healthz"), 30, "the admin API", proc=proc)
     proc.kill()
     proc.wait(10)
     assert broker.is_ours_and_alive(old), "the broker outlives a SIGKILLed daemon"
@@ -271,7 +208,7 @@ def test_metrics_and_inflight_answer_while_running(data_dir: Path, tmp_path: Pat
         == 0
     )
     port = free_port()
-    proc = _start_daemon(data_dir, port=port)
+    proc = start_daemon(data_dir, port=port)
     base = f"http://127.0.0.1:{port}"
 
     def get(path: str) -> str:
@@ -279,7 +216,7 @@ def test_metrics_and_inflight_answer_while_running(data_dir: Path, tmp_path: Pat
             return r.read().decode()
 
     try:
-        wait_until(lambda: _answers(base + "/healthz"), 30, "the admin API")
+        wait_until(lambda: answers(base + "/healthz"), 30, "the admin API")
         deleted = 'pulsar_ledger_deletion_acked_total{outcome="deleted"} 3.0'
         wait_until(lambda: deleted in get("/metrics"), 30, "three deletions on /metrics")
         metrics = get("/metrics")
@@ -309,14 +246,6 @@ def test_metrics_and_inflight_answer_while_running(data_dir: Path, tmp_path: Pat
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=60)
     assert proc.returncode == 0
-
-
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=1):
-            return True
-    except OSError:
-        return False
 
 
 @pytest.mark.parametrize(

@@ -17,9 +17,10 @@ import pytest
 
 from deletion_service.embedded.broker import EmbeddedBroker, alive, pids_serving, stop_pid
 from tests.support.cli_runner import run_cli
+from tests.support.daemon_ledgers import present, request_file, seed
+from tests.support.daemon_process import answers, start_daemon
 from tests.support.harness import free_port, wait_until
-from tests.system.daemon.test_daemon_cli import _answers, _start_daemon, present, request_file, seed
-from tests.system.daemon.test_dlq_gauge_after_restart import _metric, _scrape
+from tests.support.metrics_scrape import metric, scrape
 
 #: The Pulsar client's acknowledgment grouping time (its default, 100 ms), which the daemon keeps.
 ACK_GROUP_S = 0.1
@@ -35,8 +36,8 @@ def data_dir(tmp_path: Path):  # noqa: ANN201
 
 def _daemon_up(data_dir: Path, *extra: str) -> tuple[subprocess.Popen, int]:
     port = free_port()
-    proc = _start_daemon(data_dir, *extra, port=port)
-    wait_until(lambda: _answers(f"http://127.0.0.1:{port}/healthz"), 60, "the daemon's admin API", proc=proc)
+    proc = start_daemon(data_dir, *extra, port=port)
+    wait_until(lambda: answers(f"http://127.0.0.1:{port}/healthz"), 60, "the daemon's admin API", proc=proc)
     # subscribed: run notes its subscriptions once its consumers are up (the API answers before that)
     wait_until(lambda: (data_dir / "broker" / "subscriptions.json").exists(), 60, "the daemon's consumers",
                proc=proc)
@@ -126,7 +127,7 @@ def test_the_daemon_restarts_its_killed_broker_and_keeps_deleting(data_dir: Path
                    "the daemon to restart its broker", proc=proc)
         new = broker.read_info()
         assert new is not None and new.serviceUrl == old.serviceUrl  # same URL: the client reconnects
-        assert _answers(f"http://127.0.0.1:{port}/healthz")
+        assert answers(f"http://127.0.0.1:{port}/healthz")
         r = run_cli("enqueue", "--from-file", str(request_file(tmp_path / "r.jsonl", ids)),
                     "--data-dir", str(data_dir), timeout=60)
         assert r.returncode == 0, r.stderr
@@ -185,20 +186,20 @@ def test_acks_a_killed_broker_never_persisted_are_not_settled_twice(
         os.kill(old.pid, signal.SIGSTOP)
         unread_at_freeze = _unread_bytes(old.pid)
         deleted = 'pulsar_ledger_deletion_acked_total{outcome="deleted"}'
-        wait_until(lambda: _metric(_scrape(port), deleted) == 20, 60, "the daemon to ack into the frozen broker",
+        wait_until(lambda: metric(scrape(port), deleted) == 20, 60, "the daemon to ack into the frozen broker",
                    proc=proc)
         # acked means handed to the client, which groups acks for up to ACK_GROUP_S before it writes them:
         # wait until they are in the frozen broker's socket (its unread bytes grew, and stay put)
         wait_until(_Unchanged(lambda: _unread_bytes(old.pid), unread_at_freeze, 2 * ACK_GROUP_S), 30,
                    "the acks to reach the frozen broker's socket", proc=proc)
         os.kill(old.pid, signal.SIGKILL)
-        wait_until(lambda: (_metric(_scrape(port), "pulsar_ledger_deletion_received_total") or 0) >= 40, 90,
+        wait_until(lambda: (metric(scrape(port), "pulsar_ledger_deletion_received_total") or 0) >= 40, 90,
                    "the restarted broker to redeliver the messages whose acks it lost", proc=proc)
-        wait_until(lambda: _metric(_scrape(port), "pulsar_ledger_deletion_ack_lost_total") == 20, 30,
+        wait_until(lambda: metric(scrape(port), "pulsar_ledger_deletion_ack_lost_total") == 20, 30,
                    "the redelivered messages to be acknowledged again", proc=proc)
-        assert _metric(_scrape(port), deleted) == 20
-        assert _metric(_scrape(port), 'pulsar_ledger_deletion_acked_total{outcome="absent"}') == 0
-        assert _metric(_scrape(port), 'pulsar_ledger_deletion_acked_total{outcome="reconsumed"}') == 0
+        assert metric(scrape(port), deleted) == 20
+        assert metric(scrape(port), 'pulsar_ledger_deletion_acked_total{outcome="absent"}') == 0
+        assert metric(scrape(port), 'pulsar_ledger_deletion_acked_total{outcome="reconsumed"}') == 0
     except BaseException:
         print(_stop(proc)[1])
         raise

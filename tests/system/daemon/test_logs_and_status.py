@@ -10,8 +10,8 @@ from pathlib import Path
 from deletion_service.cluster_writer import ClusterWriter, pulsar_custom_metadata
 from metastore import open_store
 from tests.support.cli_runner import run_cli
+from tests.support.daemon_ledgers import TOPIC, request_file, seed
 from tests.support.harness import free_port
-from tests.system.daemon.test_daemon_cli import TOPIC, request_file, seed
 
 
 def _enqueue(data_dir: Path, tmp_path: Path, ids: range) -> None:
@@ -80,8 +80,8 @@ def test_status_shows_what_is_in_hand_and_the_last_problems(tmp_path: Path) -> N
     """A request for an open ledger is held for its retry delay: status says so, with until when."""
     import signal
 
+    from tests.support.daemon_process import answers, start_daemon
     from tests.support.harness import wait_until
-    from tests.system.daemon.test_daemon_cli import _answers, _start_daemon
 
     data_dir = tmp_path / "data"
     data_dir.mkdir()
@@ -93,10 +93,10 @@ def test_status_shows_what_is_in_hand_and_the_last_problems(tmp_path: Path) -> N
     cfg = tmp_path / "c.toml"
     cfg.write_text("twoPhaseDeletionReconsumeLaterInSeconds = 300\n")
     port = free_port()
-    proc = _start_daemon(data_dir, "--config", str(cfg), port=port)
+    proc = start_daemon(data_dir, "--config", str(cfg), port=port)
     address = f"127.0.0.1:{port}"
     try:
-        wait_until(lambda: _answers(f"http://{address}/healthz"), 60, "the daemon", proc=proc)
+        wait_until(lambda: answers(f"http://{address}/healthz"), 60, "the daemon", proc=proc)
 
         def held() -> bool:
             r = run_cli("status", "--admin-address", address, "--json")

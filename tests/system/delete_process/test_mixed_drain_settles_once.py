@@ -14,9 +14,9 @@ from collections import Counter
 import pulsar
 import pytest
 
+from tests.support.audited_drain import batches, restarted
 from tests.support.delete_process_world import AttackWorld, wait_acked, world
 from tests.support.harness import PulsarLiteBroker, wait_until
-from tests.system.audit.test_kills_leave_at_most_one_batch_unrecorded import batches, restarted
 
 __all__ = ["world"]
 

@@ -12,84 +12,16 @@ import signal
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from pathlib import Path
 
 import pulsar
-import pytest
 
-from deletion_service.broker.publisher import RequestPublisher
-from deletion_service.broker.pulsar_client import PulsarBrokerClient
-from deletion_service.cluster_writer import ClusterWriter
-from deletion_service.config import DeletionConfig
-from deletion_service.embedded.broker import EmbeddedBroker, stop_pid
-from deletion_service.protocol.request import PendingDeleteLedgerInfo
-from deletion_service.protocol.topics import DeletionTopics
-from metastore import open_store
-from tests.support.cli_runner import CliResult, run_cli
+from deletion_service.embedded.broker import EmbeddedBroker
+from tests.support.daemon_process import answers
 from tests.support.harness import free_port, wait_until
-from tests.system.daemon.test_daemon_cli import _answers
+from tests.support.parked_requests import PARKED, TOPICS, Parked, parked
 
-TOPICS = DeletionTopics.from_config(DeletionConfig())
-TOPIC = "persistent://t/ns/dlq"
-#: ledger id → why it was parked; 9 is an undecodable payload
-PARKED = {1: "delete-failed", 2: "delete-failed", 3: "cannot-verify", 9: "invalid-request"}
-
-
-@dataclass
-class Parked:
-    data_dir: Path
-    service_url: str
-    ids: dict[int, str]  # ledger id → message id as the broker receipted it, L:E
-
-    def cli(self, *args: str) -> CliResult:
-        return run_cli(*args, "--data-dir", str(self.data_dir), timeout=60)
-
-    def listed(self, *args: str) -> list[dict]:
-        r = self.cli("dlq", "list", "--json", *args)
-        assert r.returncode == 0, r.stderr
-        return json.loads(r.stdout)
-
-
-def _short(receipt: str) -> str:
-    ledger, entry, _, _ = receipt.strip("()").split(",")
-    return f"{ledger}:{entry}"
-
-
-def park(service_url: str) -> dict[int, str]:
-    """Park requests as the daemon does (through the publisher's DLQ producer)."""
-    client = PulsarBrokerClient(service_url)
-    publisher = RequestPublisher(client, TOPICS)
-    try:
-        ids = {}
-        for ledger, reason in PARKED.items():
-            data = (b"\xff not a request" if ledger == 9 else
-                    PendingDeleteLedgerInfo(topicName=TOPIC, ledgerComponent="MANAGED_LEDGER", ledgerType="LEDGER",
-                                            ledgerId=ledger, markedAt=1, reason="manual").to_json())
-            ids[ledger] = _short(publisher.send_dlq(data, {"reason": reason, "lastError": f"boom {ledger}"}))
-        return ids
-    finally:
-        publisher.close()
-        client.close()
-
-
-@pytest.fixture
-def parked(tmp_path: Path) -> Iterator[Parked]:
-    data_dir = tmp_path / "data"
-    data_dir.mkdir()
-    with open_store(f"sqlite:///{data_dir / 'metadata.db'}") as store:
-        ClusterWriter(store).ensure_layout()
-    broker = EmbeddedBroker(data_dir)
-    info = broker.ensure()
-    try:
-        yield Parked(data_dir, info.serviceUrl, park(info.serviceUrl))
-    finally:
-        broker.stop()
-        left = EmbeddedBroker(data_dir).read_info()  # one a daemon in a test started
-        if left is not None and EmbeddedBroker(data_dir).is_ours_and_alive(left):
-            stop_pid(left.pid)
+__all__ = ["parked"]  # the fixture: a data dir whose DLQ holds four parked requests
 
 
 def _ids(entries: list[dict]) -> list[str]:
@@ -208,7 +140,7 @@ def test_the_daemon_endpoint_and_the_cli_list_at_once_and_docs_are_served(parked
             return _ids(json.loads(answer.read()))
 
     try:
-        wait_until(lambda: _answers(f"http://127.0.0.1:{port}/healthz"), 60, "the admin API", proc)
+        wait_until(lambda: answers(f"http://127.0.0.1:{port}/healthz"), 60, "the admin API", proc)
         with ThreadPoolExecutor(3) as pool:
             seen = [pool.submit(endpoint), pool.submit(endpoint), pool.submit(lambda: _ids(parked.listed()))]
             assert [f.result() for f in seen] == [list(parked.ids.values())] * 3

@@ -32,9 +32,9 @@ from deletion_service.dlq.marker import MarkerKey
 from deletion_service.dlq.operations import entry, sort_out
 from deletion_service.protocol.topics import DeletionTopics, namespace_topics
 from metastore import open_store
-from tests.integration.delete_phase.test_consumer_fuzz import hostile as hostile_requests
-from tests.integration.delete_phase.test_consumer_fuzz import json_values
-from tests.system.dlq.test_requeue_markers_and_hostile_messages import CLUSTER, MARKER, Deployment, _deployment
+from tests.support.dlq_deployment import CLUSTER, MARKER, Deployment, deployed
+from tests.support.hostile_requests import hostile as hostile_requests
+from tests.support.hostile_requests import json_values
 
 #: Hypothesis examples per property: 300 in the suite (the same properties, fewer draws);
 #: ``scripts/soak_long.sh`` runs 1500 (``DLQ_FUZZ_EXAMPLES``).
@@ -131,7 +131,7 @@ def deployment(tmp_path: Path) -> Iterator[Deployment]:
     """Cluster scope; no retry waits (a hostile request may be retried: it must not hold up the idle exit)."""
     config = ("minLedgerAgeSeconds = 0\ntwoPhaseDeletionReconsumeLaterInSeconds = 0\n"
               "twoPhaseDeletionMaxRetryDeleteCount = 1\ntwoPhaseDeletionInUseGraceSeconds = 0\n")
-    for d in _deployment(tmp_path, config):
+    for d in deployed(tmp_path, config):
         with open_store(f"sqlite:///{d.data_dir / 'metadata.db'}") as store:
             ClusterWriter(store).ensure_layout()
         yield d

@@ -22,10 +22,10 @@ from deletion_service.dlq.marker import MarkerKey
 from deletion_service.protocol.topics import DeletionTopics
 from metastore import open_store
 from metastore.interface import ABSENT
+from tests.support.audit_entries import fill, lines
 from tests.support.cli_runner import run_cli
 from tests.support.deletion_world import DAY_MS, World, make_world, now_ms, request, send_raw
 from tests.support.harness import PulsarLiteBroker, ZooKeeperServer
-from tests.system.audit.test_trail_on_disk import fill, lines
 
 
 @pytest.fixture

@@ -14,31 +14,23 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import pulsar
 import pytest
 
 from deletion_service.cluster_writer import ClusterWriter, pulsar_custom_metadata
-from deletion_service.config import DeletionConfig
-from deletion_service.embedded.broker import EmbeddedBroker, pids_serving, stop_pid
-from deletion_service.protocol.topics import DeletionTopics, namespace_topics
+from deletion_service.protocol.topics import namespace_topics
 from metastore import open_store
 from metastore.formats import ledger_path
-from tests.support.cli_runner import CliResult, run_cli
+from tests.support.daemon_process import answers
+from tests.support.dlq_deployment import CLUSTER, MARKER, Deployment, deployed
 from tests.support.harness import free_port, wait_until
-from tests.system.daemon.test_daemon_cli import _answers
-from tests.system.daemon.test_dlq_gauge_after_restart import _metric, _scrape
+from tests.support.metrics_scrape import metric, scrape
 
-MARKER = "ledgerDeletionSettled"
 ACME = "persistent://acme/orders/payments"
 GLOBEX = "persistent://globex/events/clicks"
-CLUSTER = DeletionTopics.from_config(DeletionConfig())
 ACME_TOPICS = namespace_topics("acme/orders", CLUSTER)
 GLOBEX_TOPICS = namespace_topics("globex/events", CLUSTER)
 
@@ -48,98 +40,10 @@ def _request(topic: str, ledger_id: int, reason: str = "manual") -> bytes:
                        "ledgerId": ledger_id, "markedAt": 1, "reason": reason}).encode()
 
 
-def _short(receipt: object) -> str:
-    ledger, entry, _, _ = str(receipt).strip("()").split(",")
-    return f"{ledger}:{entry}"
-
-
-@dataclass
-class Deployment:
-    """A data dir (SQLite metadata, embedded broker) with a config, driven only through the real CLI."""
-
-    data_dir: Path
-    config: Path
-    seeder: EmbeddedBroker | None = None  # a broker started here to seed messages (a running one is reused)
-
-    def service_url(self) -> str:
-        if self.seeder is None:
-            self.seeder = EmbeddedBroker(self.data_dir)
-        return self.seeder.ensure().serviceUrl
-
-    def cli(self, *args: str, timeout: float = 120) -> CliResult:
-        return run_cli("--data-dir", str(self.data_dir), "--config", str(self.config), *args, timeout=timeout)
-
-    def listed(self, *args: str) -> list[dict]:
-        r = self.cli("--json", "dlq", "list", *args)
-        assert r.returncode == 0, r.stderr
-        return json.loads(r.stdout)
-
-    def send(self, topic: str, messages: list[tuple[bytes, dict[str, str]]]) -> list[str]:
-        """Publish as any producer may (the official client, properties of its choosing), through the
-        running embedded broker or a temporary one; returns the ids as ``dlq list`` prints them."""
-        client = pulsar.Client(self.service_url(), operation_timeout_seconds=10)
-        try:
-            producer = client.create_producer(topic, batching_enabled=False)
-            return [_short(producer.send(data, properties=props)) for data, props in messages]
-        finally:
-            client.close()
-
-    def read(self, topic: str) -> list[pulsar.Message]:
-        """Every message stored on ``topic`` (a Reader: takes nothing)."""
-        client = pulsar.Client(self.service_url(), operation_timeout_seconds=10)
-        try:
-            reader = client.create_reader(topic, pulsar.MessageId.earliest)
-            out = []
-            while True:
-                try:
-                    out.append(reader.read_next(1000))
-                except pulsar.Timeout:
-                    return out
-        finally:
-            client.close()
-
-    def stop_broker(self) -> None:
-        """``run`` owns its broker, and a command that starts its own counts exactly: the seeding one goes."""
-        if self.seeder is not None:
-            self.seeder.stop()
-            self.seeder = None
-
-    def run_until_idle(self) -> str:
-        self.stop_broker()
-        r = self.cli("run", "--exit-when-idle", "--max-wait", "150", "--admin-address", f"127.0.0.1:{free_port()}",
-                     "--log-format", "json", timeout=240)
-        assert r.returncode == 0, r.stderr[-3000:]
-        return r.stderr
-
-    def daemon(self, port: int) -> subprocess.Popen:
-        self.stop_broker()
-        return subprocess.Popen([sys.executable, "-m", "deletion_service.cli.main", "--data-dir", str(self.data_dir),
-                                 "--config", str(self.config), "run", "--admin-address", f"127.0.0.1:{port}"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-
-    def present(self, *ids: int) -> list[int]:
-        with open_store(f"sqlite:///{self.data_dir / 'metadata.db'}") as store:
-            return [lid for lid in ids if store.get(ledger_path("/ledgers", lid, "hierarchical")) is not None]
-
-
-def _deployment(tmp_path: Path, config: str) -> Iterator[Deployment]:
-    data_dir = tmp_path / "data"
-    data_dir.mkdir()
-    cfg = tmp_path / "config.toml"
-    cfg.write_text(config)
-    d = Deployment(data_dir, cfg)
-    try:
-        yield d
-    finally:
-        d.stop_broker()
-        for pid in pids_serving(data_dir.absolute() / "broker" / "db"):
-            stop_pid(pid)
-
-
 @pytest.fixture
 def namespaced(tmp_path: Path) -> Iterator[Deployment]:
     """Namespace scope, two tenants' topics, ledgers of globex's that acme's producers will ask for."""
-    for d in _deployment(tmp_path, 'ledgerDeletionTopicScope = "namespace"\nminLedgerAgeSeconds = 0\n'):
+    for d in deployed(tmp_path, 'ledgerDeletionTopicScope = "namespace"\nminLedgerAgeSeconds = 0\n'):
         with open_store(f"sqlite:///{d.data_dir / 'metadata.db'}") as store:
             writer = ClusterWriter(store)
             writer.ensure_layout()
@@ -152,7 +56,7 @@ def namespaced(tmp_path: Path) -> Iterator[Deployment]:
 
 @pytest.fixture
 def clustered(tmp_path: Path) -> Iterator[Deployment]:
-    for d in _deployment(tmp_path, "minLedgerAgeSeconds = 0\n"):
+    for d in deployed(tmp_path, "minLedgerAgeSeconds = 0\n"):
         with open_store(f"sqlite:///{d.data_dir / 'metadata.db'}") as store:
             ClusterWriter(store).ensure_layout()
         yield d
@@ -230,9 +134,9 @@ def test_one_hostile_message_breaks_no_dlq_reader_and_purge_removes_it(clustered
     proc = d.daemon(port)
     api = f"http://127.0.0.1:{port}"
     try:
-        wait_until(lambda: _answers(f"{api}/healthz"), 60, "the daemon", proc=proc)
+        wait_until(lambda: answers(f"{api}/healthz"), 60, "the daemon", proc=proc)
         d.send(CLUSTER.partition_topics[1], [(NESTED, {MARKER: "purge"})])  # the daemon dead-letters its copy
-        wait_until(lambda: _metric(_scrape(port), 'pulsar_ledger_deletion_acked_total{outcome="dlq"}') == 1, 60,
+        wait_until(lambda: metric(scrape(port), 'pulsar_ledger_deletion_acked_total{outcome="dlq"}') == 1, 60,
                    "the daemon's dead letter", proc=proc)
         direct = d.send(CLUSTER.dlq, HOSTILE)
         parked = len(HOSTILE) + 1
@@ -240,7 +144,7 @@ def test_one_hostile_message_breaks_no_dlq_reader_and_purge_removes_it(clustered
         assert len(listed) == parked and set(direct) <= {e["messageId"] for e in listed}
         with urllib.request.urlopen(f"{api}/admin/v2/ledger-deletion/dlq", timeout=30) as answer:
             assert len(json.loads(answer.read())) == parked
-        wait_until(lambda: _metric(_scrape(port), "pulsar_ledger_deletion_dlq_size") == parked, 60,
+        wait_until(lambda: metric(scrape(port), "pulsar_ledger_deletion_dlq_size") == parked, 60,
                    "the DLQ gauge counting every hostile message", proc=proc)
         r = d.cli("--json", "dlq", "purge", "--all", "--yes")
         assert r.returncode == 0, r.stderr
@@ -278,7 +182,7 @@ def test_unscoped_readers_see_every_namespace(namespaced: Deployment, tmp_path: 
     proc = d.daemon(port)
     api = f"http://127.0.0.1:{port}/admin/v2"
     try:
-        wait_until(lambda: _answers(f"http://127.0.0.1:{port}/healthz"), 60, "the daemon", proc=proc)
+        wait_until(lambda: answers(f"http://127.0.0.1:{port}/healthz"), 60, "the daemon", proc=proc)
 
         def inflight() -> int:
             with urllib.request.urlopen(f"{api}/broker-stats/estimated-inflight-deletion-ledger-count",

@@ -20,10 +20,10 @@ import pytest
 
 from deletion_service.clock_text import local_moment
 from deletion_service.embedded.broker import pids_serving, stop_pid
-from tests.deploy.test_every_alert_fires_and_stays_quiet import PROMTOOL, promtool_firing
+from tests.support.alert_rules import PROMTOOL, promtool_firing
 from tests.support.cli_runner import run_cli
+from tests.support.daemon_process import answers, start_daemon
 from tests.support.harness import free_port, wait_until
-from tests.system.daemon.test_daemon_cli import _answers, _start_daemon
 
 
 def _get(url: str) -> str:
@@ -104,10 +104,10 @@ def test_held_requests_say_why_and_until_when_and_the_figures_agree(after_demo: 
     when; the DLQ gauge says what ``dlq list`` says, before and after a requeue."""
     data_dir, _ = after_demo
     port = free_port()
-    proc = _start_daemon(data_dir, "--summary-every", "1", port=port)
+    proc = start_daemon(data_dir, "--summary-every", "1", port=port)
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_until(lambda: _answers(f"{base}/healthz"), 60, "the daemon", proc=proc)
+        wait_until(lambda: answers(f"{base}/healthz"), 60, "the daemon", proc=proc)
         metrics: list[str] = []
 
         def read() -> bool:

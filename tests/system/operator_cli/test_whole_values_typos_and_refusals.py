@@ -4,7 +4,7 @@ broker fails at once in one sentence (8), dates for people, one JSON error under
 admin API's DLQ filter (10).
 
 The stores are SQLite data dirs (no server needed); the DLQ tests park requests on the embedded
-broker with ``tests/system/dlq/test_dlq_for_operators.py``'s fixture.
+broker with the ``parked`` fixture of ``tests/support/parked_requests.py``.
 """
 
 from __future__ import annotations
@@ -34,11 +34,11 @@ from deletion_service.embedded.broker import EmbeddedBroker
 from deletion_service.errors import UserError
 from metastore import open_store
 from metastore.formats import LedgerInfo, Position
+from tests.support.audit_entries import entry as audit_entry
 from tests.support.cli_runner import CliResult, run_cli
+from tests.support.daemon_process import answers
 from tests.support.harness import free_port, wait_until
-from tests.system.audit.test_trail_on_disk import entry as audit_entry
-from tests.system.daemon.test_daemon_cli import _answers
-from tests.system.dlq.test_dlq_for_operators import PARKED, TOPIC, Parked, parked  # noqa: F401 - the fixture
+from tests.support.parked_requests import PARKED, TOPIC, Parked, parked  # noqa: F401 - the fixture
 
 TENANT = "acme-corporation"
 TOPICS = [f"persistent://{TENANT}/orders-region-eu/orders-partition-{i}" for i in range(12)]
@@ -247,7 +247,7 @@ def test_admin_dlq_listing_honours_reason_and_the_daemon_says_what_it_runs_again
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}/admin/v2/ledger-deletion/dlq"
     try:
-        wait_until(lambda: _answers(f"http://127.0.0.1:{port}/healthz"), 60, "the admin API", proc)
+        wait_until(lambda: answers(f"http://127.0.0.1:{port}/healthz"), 60, "the admin API", proc)
         with urllib.request.urlopen(f"{url}?reason=delete-failed", timeout=30) as answer:
             listed = json.loads(answer.read())
         assert [e["reason"] for e in listed] == ["delete-failed", "delete-failed"]

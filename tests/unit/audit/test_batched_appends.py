@@ -11,7 +11,7 @@ from pathlib import Path
 from deletion_service.audit import trail
 from deletion_service.audit.verify import verify
 from deletion_service.audit.writer import AuditWriter
-from tests.system.audit.test_trail_on_disk import entry
+from tests.support.audit_entries import entry
 
 
 def _trail_bytes(directory: Path) -> list[bytes]:
@@ -59,7 +59,7 @@ WRITER = """
 import sys
 from pathlib import Path
 from deletion_service.audit.writer import AuditWriter
-from tests.system.audit.test_trail_on_disk import entry
+from tests.support.audit_entries import entry
 w = AuditWriter(Path(sys.argv[1]), 8192)
 for i in range(int(sys.argv[2])):
     assert None not in w.write_all([entry(i * 10 + k) for k in range(10)])

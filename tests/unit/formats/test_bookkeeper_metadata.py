@@ -17,7 +17,7 @@ from metastore.formats import (
     encode_ledger_metadata,
 )
 from metastore.formats.bk_ledger import DIGEST_TYPES, STATES
-from tests.unit.formats.test_compression import f_int, f_len, varint
+from tests.support.protobuf_fields import f_int, f_len, varint
 
 V3 = b"BookieMetadataFormatVersion\t3\n"
 V2 = b"BookieMetadataFormatVersion\t2\n"

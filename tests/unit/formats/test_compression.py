@@ -1,7 +1,7 @@
 """The 0x4778 compression envelope: hand-built nodes, round trips, refusals.
 
-Hand-built means: the protobuf payload written field by field with the tiny
-wire helpers below, the envelope packed with ``struct`` and compressed with each
+Hand-built means: the protobuf payload written field by field with
+``tests/support/protobuf_fields.py``, the envelope packed with ``struct`` and compressed with each
 library directly -- nothing from our encoder -- so a symmetric bug in our
 encoder and decoder cannot hide.
 """
@@ -30,26 +30,9 @@ from metastore.formats import (
     encode_managed_ledger,
 )
 from metastore.formats import compression as envelope
+from tests.support.protobuf_fields import f_int, f_len
 
 MAX_ID = 2**63 - 1
-
-
-def varint(value: int) -> bytes:
-    value &= (1 << 64) - 1  # negative int64 -> ten-byte two's complement, as protobuf does
-    out = bytearray()
-    while True:
-        byte, value = value & 0x7F, value >> 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
-def f_int(number: int, value: int) -> bytes:
-    return varint(number << 3) + varint(value)
-
-
-def f_len(number: int, data: bytes) -> bytes:
-    return varint(number << 3 | 2) + varint(len(data)) + data
 
 
 def hand_managed_ledger() -> bytes:

@@ -27,7 +27,7 @@ from metastore.formats import (
     encode_schema_locator,
 )
 from metastore.formats.cursor_info import bitset_to_indexes, indexes_to_bitset
-from tests.unit.formats.test_compression import f_int, f_len, varint
+from tests.support.protobuf_fields import f_int, f_len, varint
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 LEDGER_ID = st.integers(0, 2**63 - 1)
