@@ -59,7 +59,7 @@ def test_every_metric_in_the_rules_is_exported() -> None:
 
 def test_no_rule_needs_a_series_the_daemon_cannot_export() -> None:
     """The cursor core's ``pulsar_cursor_*`` gauges are set only by ``cursor reset``, a short process no
-    Prometheus scrapes: a rule on them could never fire from the daemon's scrape (issue 31)."""
+    Prometheus scrapes: a rule on them could never fire from the daemon's scrape."""
     assert re.findall(r"\b(pulsar_cursor_\w+)", _expressions()) == []
 
 

@@ -1,4 +1,4 @@
-"""Issue 31 point 3: every shipped alert can fire and stays quiet in a healthy cluster, judged by
+"""Every shipped alert can fire and stays quiet in a healthy cluster, judged by
 promtool over the shipped rules; and over a real daemon's ``/metrics`` scrape (see
 ``test_after_the_demo``: the demo's waiting state must not look stuck).
 """
@@ -27,7 +27,7 @@ def test_every_rule_has_a_case_where_it_fires_and_one_where_it_does_not() -> Non
 
 
 def test_promtool_judges_a_scrape_held_constant(tmp_path: Path) -> None:
-    """The helper itself: a scrape with 5 ready requests and nothing settled is stuck; the same with
+    """``promtool_firing`` itself: a scrape with 5 ready requests and nothing settled is stuck; the same with
     those requests held instead is not; a DLQ of 2 goes on for 6 hours."""
     stuck = ("pulsar_ledger_deletion_request_backlog 5\npulsar_ledger_deletion_held_overdue 0\n"
              'pulsar_ledger_deletion_acked_total{outcome="deleted"} 7\n')

@@ -1,4 +1,4 @@
-"""Issue 31 point 5 in the chart: the scan's reports are kept on a claim that outlives the pod,
+"""The scan's reports are kept on a claim that outlives the pod,
 and Spark's settings reach the CLI.  Rendered by Helm's own engine (as tests/deploy/test_helm_chart.py),
 validated against the Kubernetes schemas, and the arguments parsed by the real CLI; the cluster
 test (tests/system/orphan_scan/test_standalone_spark_cluster.py) runs a scan with exactly these arguments."""

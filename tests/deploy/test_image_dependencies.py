@@ -1,4 +1,4 @@
-"""Issue 31 point 10, the image (no Docker engine here: the Dockerfile, constraints and pyproject are read).
+"""The image (no Docker engine here: the Dockerfile, constraints and pyproject are read).
 
 A plain ``docker run`` of the daemon image starts (its default command asks for no token); the
 daemon's environment carries neither pyspark nor matplotlib (the ``scan`` extra, the spark

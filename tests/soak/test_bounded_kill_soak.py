@@ -1,4 +1,4 @@
-"""The bounded kill soak CI runs (issue 17): 15 SIGKILLs of the real CLI processes.
+"""The bounded kill soak CI runs: 15 SIGKILLs of the real CLI processes.
 
 Every failpoint comes up once and a third of the kills land at random moments (daemon, a
 running trim, the embedded broker), on real ZooKeeper, the embedded broker and moto_server.

@@ -4,22 +4,22 @@ gone from ZooKeeper that no trail records ``deleted``."""
 
 from __future__ import annotations
 
-from tests.support.delete_process_world import STARTED, AttackWorld, delete_process, log
+from tests.support.delete_process_world import STARTED, DeleteProcessWorld, delete_process, log
 from tests.support.harness import wait_until
 from tests.support.replicas_world import Replica
 
 
-def batches(world: AttackWorld, size: int) -> None:
+def batches(world: DeleteProcessWorld, size: int) -> None:
     """Batches of ``size`` requests for the world's daemons (``twoPhaseDeletionBatchSize``)."""
     world.config.write_text(world.config.read_text() + f"twoPhaseDeletionBatchSize = {size}\n")
 
 
-def unrecorded(world: AttackWorld) -> set[int]:
+def unrecorded(world: DeleteProcessWorld) -> set[int]:
     """Ledgers gone from ZooKeeper that no trail records ``deleted``."""
     return set(world.ledgers) - set(world.left()) - set(world.deletions())
 
 
-def restarted(world: AttackWorld, daemon: Replica, failpoint: str | None = None) -> int:
+def restarted(world: DeleteProcessWorld, daemon: Replica, failpoint: str | None = None) -> int:
     """Start (or restart) ``daemon``; once its new start line is logged, its delete process's pid."""
     lines = log(world, daemon).count(STARTED) if (world.root / f"{daemon.name}.log").exists() else 0
     daemon.start(failpoint).wait_ready()
@@ -34,7 +34,7 @@ def restarted(world: AttackWorld, daemon: Replica, failpoint: str | None = None)
 BATCH = 5
 
 
-def draining(world: AttackWorld) -> Replica:
+def draining(world: DeleteProcessWorld) -> Replica:
     """A daemon deleting 300 orphans in batches of 5, paced so the drain is still under way."""
     batches(world, BATCH)
     world.config.write_text(world.config.read_text() + "maxDeletionsPerSecond = 100\n")

@@ -1,6 +1,6 @@
-"""Helpers of the ``test_attack32_*`` attacks on the daemon's delete process (issue 29), from outside: real
-``run`` processes (``tests/support/replicas_world.py``), signals sent to the daemon and to its child, the session's
-ZooKeeper and pulsar-lite.  No tests here; the name keeps it among the attack files this helper owns."""
+"""The world of the tests of the daemon's delete process, driven from outside: real ``run`` processes
+(``tests/support/replicas_world.py``), signals sent to the daemon and to its child, the shared ZooKeeper
+and pulsar-lite."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ STARTED = "BookKeeper requests decided in"
 
 
 @dataclass
-class AttackWorld(ReplicaWorld):
+class DeleteProcessWorld(ReplicaWorld):
     """:class:`ReplicaWorld` that remembers every delete process its daemons started, to end any left behind."""
 
     children_seen: set[int] = field(default_factory=set)
@@ -43,10 +43,10 @@ class AttackWorld(ReplicaWorld):
 
 
 @pytest.fixture
-def world(tmp_path: Path, zk_url: str, module_pulsar_lite: PulsarLiteBroker) -> Iterator[AttackWorld]:
+def world(tmp_path: Path, zk_url: str, module_pulsar_lite: PulsarLiteBroker) -> Iterator[DeleteProcessWorld]:
     """A fresh chroot and topic on the session's servers; its replicas SIGKILLed at the end, then any
     delete process they left behind (so a leak one test finds does not outlive it)."""
-    w = AttackWorld(tmp_path, zk_url, module_pulsar_lite.service_url)
+    w = DeleteProcessWorld(tmp_path, zk_url, module_pulsar_lite.service_url)
     yield w
     w.close()
 
@@ -100,7 +100,7 @@ def gone(pid: int) -> bool:
     return state(pid) in (None, "Z")
 
 
-def started(world: AttackWorld, replica: Replica, failpoint: str | None = None, own_group: bool = False) -> int:
+def started(world: DeleteProcessWorld, replica: Replica, failpoint: str | None = None, own_group: bool = False) -> int:
     """Start ``replica`` (leading a process group of its own with ``own_group``), wait for /readyz and its
     start line; its delete process's pid."""
     (start_in_own_group(replica, failpoint) if own_group else replica.start(failpoint)).wait_ready()
@@ -175,7 +175,7 @@ def zookeeper_connections(pid: int, port: int) -> int:
 
 
 def wait_sessions_expired(pid: int, port: int, timeout: float = 40) -> None:
-    """Until ZooKeeper has expired every session of the stopped process ``pid`` (it closed their
+    """Until ZooKeeper has expired every session the stopped process ``pid`` held (it closed their
     connections); the process must have held one."""
     assert zookeeper_connections(pid, port) > 0, f"process {pid} holds no ZooKeeper connection"
     wait_until(lambda: zookeeper_connections(pid, port) == 0, timeout,

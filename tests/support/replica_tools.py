@@ -1,6 +1,5 @@
-"""Helpers of the ``test_attack30_*`` attacks on daemon replicas (no tests here; the name keeps it among
-the attack files this helper owns).  Built on ``tests/support/replicas_world.py``: real ``run`` processes,
-one broker, one ZooKeeper."""
+"""Tools for the tests of daemon replicas (tests/system/replicas, tests/system/tenancy).  Built on
+``tests/support/replicas_world.py``: real ``run`` processes, one broker, one ZooKeeper."""
 
 from __future__ import annotations
 
@@ -163,7 +162,7 @@ def enqueue_offload(world: ReplicaWorld, bucket: S3Bucket, endpoint: str, ledger
 def bucket_behind_slow_deletes(s3_server: MotoS3Server, delay_s: float,
                                reply_late: bool = False) -> Iterator[tuple[SlowDeletes, S3Bucket]]:
     """A fresh bucket on the session's moto_server, and a :class:`SlowDeletes` proxy in front of it."""
-    name = f"attack30-{uuid.uuid4().hex[:8]}"
+    name = f"replicas-{uuid.uuid4().hex[:8]}"
     boto3.client("s3", endpoint_url=s3_server.endpoint, region_name="us-east-1").create_bucket(Bucket=name)
     proxy = SlowDeletes(s3_server.endpoint, delay_s=delay_s, reply_late=reply_late)
     proxy.start()

@@ -1,5 +1,5 @@
 """Daemon replicas as an operator runs them: N ``ledger-deletion run`` processes, each with its own
-data dir and admin port, one pulsar-lite broker process, one ZooKeeper (issue 30).
+data dir and admin port, one pulsar-lite broker process, one ZooKeeper.
 
 Shared by ``tests/system/replicas/test_replicas.py`` and ``bench/replicas.py``.  The ledgers are orphans (BookKeeper
 znodes no managed ledger lists, ``minLedgerAgeSeconds = 0``), so every request ends ``deleted``

@@ -1,4 +1,4 @@
-"""schemathesis against the committed OpenAPI document, on a live admin server (issue 7's acceptance).
+"""schemathesis against the committed OpenAPI document, on a live admin server.
 
 The run uses the document operators read (``deploy/openapi.json``), not the
 app's live one, so a stale committed copy fails here too.  Its configuration:

@@ -1,4 +1,4 @@
-"""pulsar-lite keys consumer ids across connections; our client makes them unique (issue 30).
+"""pulsar-lite keys consumer ids across connections; our client makes them unique.
 
 Each ``pulsar.Client`` numbers its consumers from 0 (the C++ ``ClientImpl`` holds the counter), so
 two clients in one process stand for two processes exactly: the raw failure and the fix are shown

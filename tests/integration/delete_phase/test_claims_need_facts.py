@@ -1,14 +1,14 @@
-"""Issue 27, findings 1, 7 and 9: a request's claims buy nothing the facts don't prove.
+"""A request's claims buy nothing the facts don't prove.
 
 Real ZooKeeper (metadata and BookKeeper's ledgers in their own chroots), the
 pulsar-lite broker, moto_server; the delete phase runs in-process against them.
-Each test failed on the code before the fix (ef63906) for its finding's own reason:
+Each test checks one way trusting a claim goes wrong:
 
-1. a forged ``reason: trim`` deleted a young ledger whose reference was not yet written;
-7. objects of a failed earlier offload (a uuid no context names) were acked "in use"
-   forever because the ledger was listed;
-9. a trim whose sends outlasted the grace, or whose clock ran behind the daemon's,
-   removed ledgers whose requests the daemon had already acked "in use".
+1. a forged ``reason: trim`` must not delete a young ledger whose reference is not yet written;
+7. objects of a failed earlier offload (a uuid no context names) must not be acked "in use"
+   forever because the ledger is listed;
+9. a trim whose sends outlast the grace, or whose clock runs behind the daemon's, must not
+   remove ledgers whose requests the daemon already acked "in use".
 """
 
 from __future__ import annotations

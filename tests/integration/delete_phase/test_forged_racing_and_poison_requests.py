@@ -1,4 +1,4 @@
-"""Issue 11's findings, each reproduced on real ZooKeeper, pulsar-lite and moto_server.
+"""Forged, racing and poison requests, each on real ZooKeeper, pulsar-lite and moto_server.
 
 Every test here failed on the code before the fix (see the issue for the
 reproductions) and pins the rule that closed it: references are checked under

@@ -1,11 +1,11 @@
-"""Issue 27, finding 12's sibling in tiered storage: an offload delete whose reply was lost.
+"""An offload delete whose reply was lost is recorded as deleted (the tiered-storage side of a lost reply).
 
 The executor retries a failed ``delete_all`` in-process.  When S3 applied a DELETE but its answer
 never arrived, the retry HEADs the object, finds it gone and reports it "absent"; with both the data
-and the index object lost that way, the request was audited "absent" and not counted as deleted (so on
-ef63906).  The REAL ``moto_server`` behind a loopback proxy (``ForwardThenFail``, built on
-``tests/support/fault_proxy.py``): it forwards a DELETE to the server, which applies it, then throws the
-answer away and replies 500, as a connection cut after the server acted would look to the client.
+and the index object lost that way, the request must still be audited "deleted" and counted.  The
+REAL ``moto_server`` behind a loopback proxy (``ForwardThenFail``, built on ``tests/support/fault_proxy.py``):
+it forwards a DELETE to the server, which applies it, then throws the answer away and replies 500, as a
+connection cut after the server acted would look to the client.
 """
 
 from __future__ import annotations

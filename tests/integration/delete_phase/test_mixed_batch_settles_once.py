@@ -1,6 +1,6 @@
 """A batch mixing BookKeeper and offload requests settles each message exactly once.
 
-Found while restructuring the worker around the lifecycle table (issue 28): the
+Found while restructuring the worker around the lifecycle table: the
 worker chose what to dispose of by reading each message's stage after the
 BookKeeper deletes; an offload request the lane's thread had decided in the
 meantime read ``decided`` too, so the worker disposed of it and the lane handed

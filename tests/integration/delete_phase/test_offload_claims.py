@@ -1,10 +1,10 @@
 """Claims on offloaded copies (``deletion_service/delete_phase/storage/offload_claims.py``): of every daemon and thread
-holding a request for one copy, one deletes it (issue 30's attack, ``test_offloaded_copy_deleted_once.py``).
+holding a request for one copy, one deletes it (as in ``test_offloaded_copy_deleted_once.py``).
 
 Real stores: ZooKeeper (a chroot per test) and the embedded SQLite store for the claims themselves, real
 moto_server for the objects behind a loopback proxy that forwards everything but holds each delete
-(``SlowDeletes``, the attack's, or ``GatedDeletes`` here: held until the test opens the gate), so "a delete is
-under way" lasts long enough to look at: a fault moto cannot produce.
+(``SlowDeletes`` of ``tests/support/replica_tools.py``, or ``GatedDeletes`` here: held until the test opens
+the gate), so "a delete is under way" lasts long enough to look at: a fault moto cannot produce.
 Two daemons are two :class:`OffloadClaims` (two owners) on two connections to one store.
 """
 

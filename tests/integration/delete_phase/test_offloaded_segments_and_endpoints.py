@@ -1,17 +1,15 @@
-"""Issue 27, findings 5, 6 and 8: offloaded copies, on real ZooKeeper, pulsar-lite and moto_server.
+"""Offloaded copies, on real ZooKeeper, pulsar-lite and moto_server.
 
 5. A streaming segment holding several ledgers is deleted exactly when the last of
    them leaves its managed ledger's list: never before (a ledger still listed holds
-   it), never left behind (before the fix each request was acked as a mismatch and
-   the segment stayed with nothing referencing it).
+   it), never left behind (acking each request as a mismatch would leave the segment
+   with nothing referencing it).
 6. Each part of an offloaded copy is looked for where it was written: a segment's
-   own recorded location, not its context's (before the fix the daemon looked in the
-   context's bucket, found nothing there, and the segment's objects were orphaned).
+   own recorded location, not its context's (looking in the context's bucket finds
+   nothing there, and the segment's objects would be orphaned).
 8. An endpoint that accepts and never answers parks the requests that name it and
-   costs genuine requests nothing (before the fix it opened the lane's only breaker,
-   with itself as the probe, and the lane stopped for good).
-
-Each test failed on ef63906 for the finding's own reason (checked in a worktree).
+   costs genuine requests nothing (were it to open the lane's only breaker, with
+   itself as the probe, the lane would stop for good).
 """
 
 from __future__ import annotations

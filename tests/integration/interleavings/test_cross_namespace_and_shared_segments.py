@@ -1,4 +1,4 @@
-"""Randomized interleavings, issue 27's remaining shapes: cross-namespace requeues and shared segments.
+"""Randomized interleavings of more shapes: cross-namespace requeues and shared segments.
 
 One run, namespace scope (``ledgerDeletionTopicScope = "namespace"``), two tenants (``t1-…/ns`` and
 ``t2-…/ns``, unique per run), each with two topics, everything real: ZooKeeper (metadata and

@@ -763,7 +763,7 @@ def forged_properties(c: Cluster, rng: random.Random, topic: str) -> dict[str, s
         "REAL_TOPIC": [rng.choice(POOL), c.topics.dlq, c.topics.retry, "persistent://t2/other/__ledger_deletion",
                        f"{c.topics.retry.removesuffix('-RETRY')}-partition-0"],
         "ORIGIN_MESSAGE_ID": ["1:2:-1:0", "(9,9,-1,-1)", topic],
-        # a DLQ settlement marker (issue 27, finding 3): unsigned, it must hide nothing, nor reach the DLQ copy
+        # a forged DLQ settlement marker: unsigned, it must hide nothing, nor reach the DLQ copy
         "ledgerDeletionSettled": [json.dumps({"dlq": c.topics.dlq, "settled": [f"{i}:{j}" for i in range(8)
                                                                                for j in range(8)], "mac": "0" * 64}),
                                   "1"],
@@ -800,7 +800,7 @@ def forged_requests(c: Cluster, rng: random.Random, rnd: int, listing: dict[str,
         kind = rng.choice(["garbage", "wrong-topic", "ghost-topic", "ghost-ledger", "listed-live", "cursor-mismatch",
                            "schema-mismatch", "schema-live", "schema-cross-topic", "compacted", "cursor-ledger",
                            "offload-wrong-topic", "offload-listed",
-                           # issue 27: ledgers whose reference has not landed yet, and the kinds PIP-186 lacks
+                           # ledgers whose reference has not landed yet, and the kinds PIP-186 lacks
                            "pending", "pending", "pending-schema", "pending-compacted", "pending-bucket",
                            "compacted-live", "compacted-hidden", "bucket-live", "bucket-wrong-cursor"])
         waiting = [p for p in pending if p.what == {"pending": "rollover", "pending-schema": "schema",
@@ -1023,7 +1023,7 @@ def allowed(kind: str, ledger_let_go: bool) -> set[str]:
         "cursor-ledger": {"still_in_use"},
         "offload-wrong-topic": {"still_in_use", "metadata_mismatch", "absent"},
         "offload-listed": {"still_in_use"} | later,
-        # issue 27: the age guard holds a pending ledger until its reference lands, whatever the reason
+        # the age guard holds a pending ledger until its reference lands, whatever the reason
         "pending": {"still_in_use"} | later,
         "pending-schema": {"still_in_use"},
         "pending-compacted": {"still_in_use"} | later,
@@ -1228,7 +1228,7 @@ def test_randomized_interleavings_never_delete_a_referenced_ledger_nor_leak(
 
 @pytest.mark.parametrize("cluster", [0, GRACE_S], indirect=True, ids=["no-grace", "grace"])
 def test_trim_racing_the_daemon_leaks_without_the_grace_and_the_checker_says_so(cluster: Cluster) -> None:
-    """The race of issue 11 made deterministic: each of trim's sends waits until the real daemon
+    """The race of trim and the daemon made deterministic: each of trim's sends waits until the real daemon
     has looked at its request, so every request finds its ledger still listed.  Without the grace
     the daemon acks them "in use", trim then removes them, and nobody will ever delete them: the
     checker must report each as a leak.  With the grace they are looked at again and deleted."""

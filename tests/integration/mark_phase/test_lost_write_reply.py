@@ -1,10 +1,9 @@
-"""A trim (and a cursor reset) whose one write was applied but whose reply was lost (issue 27, finding 12's
-siblings).
+"""A trim (and a cursor reset) whose one write was applied but whose reply was lost.
 
 The fault is injected with ``ReplyDropProxy`` (``tests/support/reply_drop_proxy.py``) in front of the REAL
 ZooKeeper: the multi reaches the server and is applied; its reply is dropped with the connection.
-On ef63906 trim raised the store's "connection lost" error, so the operator was told the trim failed
-while its ledgers had left the list.  Now it reads the managed-ledger node back: one version later
+Raising the store's "connection lost" error would tell the operator the trim failed while its ledgers
+had left the list.  So trim reads the managed-ledger node back: one version later
 with exactly its bytes means applied, reported as removed; the old version means nothing removed.
 """
 
@@ -56,7 +55,7 @@ def test_trim_reads_back_a_write_whose_reply_was_lost(zookeeper: ZooKeeperServer
 def test_cursor_reset_reads_back_a_write_whose_reply_was_lost(zookeeper: ZooKeeperServer, zk_url: str,
                                                                 proxy: ReplyDropProxy) -> None:
     """The same fault under ``cursor reset`` (its write is a multi with the ledger list's version).
-    On ef63906 it raised, and the operator's rerun reset the cursor again: its epoch bumped twice."""
+    Raising would make the operator rerun it and reset the cursor again: its epoch would bump twice."""
     with open_store(zk_url) as direct:
         w = ClusterWriter(direct)
         w.managed_ledger(TOPIC, [1, 2, 3])

@@ -306,7 +306,7 @@ def test_written_back_with_its_compression_and_properties(store: CountingStore, 
     assert after.ledger_ids() == [4]
 
 
-# --- Every copy a ledger has gets a request, or the ledger stays listed (security review, finding 3) ---
+# --- Every copy a ledger has gets a request, or the ledger stays listed ---
 
 DRIVERLESS = {"uid_msb": 5, "uid_lsb": 6, "complete": True}
 
@@ -393,7 +393,7 @@ def test_the_dry_run_says_which_ledgers_would_stay(store: CountingStore, publish
     assert result.picked == [1, 2] and [k.ledger_id for k in result.kept] == [1] and result.removed == []
 
 
-# --- A cursor created while trim sends (security review, finding 9) ---
+# --- A cursor created while trim sends ---
 
 
 def test_a_cursor_created_during_the_sends_aborts_the_write(store: CountingStore,

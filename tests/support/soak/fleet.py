@@ -1,4 +1,4 @@
-"""The soak's daemons: today's one, or N replicas on one external pulsar-lite process (issue 30).
+"""The soak's daemons: today's one, or N replicas on one external pulsar-lite process.
 
 With one daemon (the default) nothing changes: its data dir's embedded broker is the cluster's
 broker, started and supervised by the daemon, and ``trim``/``enqueue``/``cursor reset`` find it

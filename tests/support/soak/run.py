@@ -18,7 +18,7 @@ Why the plan alternates: failpoints prove each step survives a crash *exactly th
 kills reach the places nobody thought to name.  The seed fixes every choice the soak makes
 (not the scheduling of the processes), and is printed.
 
-With ``replicas`` > 1 (issue 30) the same run has N daemons on one external pulsar-lite process
+With ``replicas`` > 1 the same run has N daemons on one external pulsar-lite process
 (``tests.support.soak.fleet``): each daemon fault hits one replica chosen by the seed while the others
 keep consuming, a random broker kill kills that one broker (the soak restarts it), the drain runs
 ``--exit-when-idle`` in every replica's data dir at once, and ``broker.starting`` (the embedded

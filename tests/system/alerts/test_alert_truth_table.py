@@ -1,4 +1,4 @@
-"""Issue 31 point 3: the alert rules' truth table, every row judged over what real processes export.
+"""The alert rules' truth table, every row judged over what real processes export.
 
 One ``ledger-deletion run`` (embedded broker, a SQLite store in its data dir) goes through the
 states an operator meets, in order: healthy; waiting (a request for a ledger too young, held);

@@ -1,13 +1,12 @@
-"""Issue 27, finding 10: ``audit verify`` passed a truncated trail once the anchor was removed or emptied,
-and could not check the trail against its ``-AUDIT`` topic copy.
+"""``audit verify`` finds a truncated trail even once the anchor is removed or emptied, and checks the
+trail against its ``-AUDIT`` topic copy.
 
 The writer puts the anchor in place before the trail's first record, so a trail with records and no
 anchor (or an empty one) has lost the one witness of its end: a break.  A writer that finds such
 damage keeps appending but never rewrites the anchor (that would make the truncation pass).  And with
 ``ledgerDeletionAuditTopicEnabled`` the copy on the real embedded broker (pulsar-lite, written by a real
 ``run``) shows what the files lost even when whoever cut them also fixed up the anchor and the chain;
-``audit verify`` says which it checked.  Each test failed on ef63906 (the anchor-less truncations
-passed, and ``audit verify`` never read the topic)."""
+``audit verify`` says which it checked."""
 
 from __future__ import annotations
 

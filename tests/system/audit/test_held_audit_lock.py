@@ -1,4 +1,4 @@
-"""Attack 33 on the daemon's stop bound with its audit trail held: another process on the host holds the
+"""The daemon's stop bound with its audit trail held: another process on the host holds the
 trail's file lock (``flock`` on ``audit/anchor``: a backup taking a consistent copy, a hung network volume
 behaves alike) while the delete process works.  The daemon must stop deleting past the batch it cannot
 record, and SIGTERM must still end it within its 20 s bound.
@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tests.support.audited_drain import BATCH, draining, unrecorded
-from tests.support.delete_process_world import AttackWorld, log, sigterm_seconds, world
+from tests.support.delete_process_world import DeleteProcessWorld, log, sigterm_seconds, world
 from tests.support.harness import wait_until
 from tests.support.replicas_world import Replica
 
@@ -36,7 +36,7 @@ def _trail_locked(daemon: Replica) -> Iterator[None]:
         os.close(fd)
 
 
-def test_sigterm_ends_the_daemon_in_time_while_another_process_holds_its_audit_lock(world: AttackWorld) -> None:
+def test_sigterm_ends_the_daemon_in_time_while_another_process_holds_its_audit_lock(world: DeleteProcessWorld) -> None:
     daemon = draining(world)
     with _trail_locked(daemon):
         wait_until(lambda: len(unrecorded(world)) > 0, 10, "a batch deleted that the daemon cannot record")
@@ -45,7 +45,7 @@ def test_sigterm_ends_the_daemon_in_time_while_another_process_holds_its_audit_l
     assert seconds <= 20, (seconds, code, log(world, daemon)[-1500:])
 
 
-def test_a_daemon_that_cannot_record_deletes_no_further_batch(world: AttackWorld) -> None:
+def test_a_daemon_that_cannot_record_deletes_no_further_batch(world: DeleteProcessWorld) -> None:
     """Held: with the trail locked, the delete process stops after the one batch it deleted unrecorded, and
     a SIGKILL then leaves only that batch unrecorded (its requests are recorded ``absent`` after)."""
     daemon = draining(world)

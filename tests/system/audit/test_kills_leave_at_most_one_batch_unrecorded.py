@@ -1,4 +1,4 @@
-"""Attack 33 on the delete process's audit trail: the daemon SIGKILLed at random moments of a drain, with
+"""The delete process's audit trail: the daemon SIGKILLed at random moments of a drain, with
 small batches, and (stopped or not) while its delete process works.  After every kill, each ledger gone
 from ZooKeeper must be recorded ``deleted`` in the daemon's trail, but for at most one batch.
 
@@ -15,22 +15,22 @@ import time
 import pytest
 
 from tests.support.audited_drain import batches, restarted, unrecorded
-from tests.support.delete_process_world import AttackWorld, log, stopped, world
+from tests.support.delete_process_world import DeleteProcessWorld, log, stopped, world
 from tests.support.harness import wait_until
 from tests.support.replicas_world import Replica
 
 __all__ = ["world"]
 
 
-def _kill_at(daemon: Replica, world: AttackWorld, delay: float) -> None:
+def _kill_at(daemon: Replica, world: DeleteProcessWorld, delay: float) -> None:
     """SIGKILL the daemon ``delay`` s after its first deletion (a random moment of its drain)."""
     wait_until(lambda: len(world.left()) < len(world.ledgers) or not daemon.running(), 60, "a first deletion")
-    time.sleep(delay)  # the random moment is the attack: nothing to wait for
+    time.sleep(delay)  # the random moment is the test: nothing to wait for
     assert daemon.stop(signal.SIGKILL) in (-signal.SIGKILL, None)
 
 
 @pytest.mark.parametrize("size", [1, 10])
-def test_random_kills_mid_drain_leave_at_most_one_batch_unrecorded(world: AttackWorld, size: int) -> None:
+def test_random_kills_mid_drain_leave_at_most_one_batch_unrecorded(world: DeleteProcessWorld, size: int) -> None:
     batches(world, size)
     [daemon] = world.add_replicas(1)
     world.enqueue(world.orphans(400))
@@ -48,7 +48,8 @@ def test_random_kills_mid_drain_leave_at_most_one_batch_unrecorded(world: Attack
     assert not {lid: n for lid, n in deleted.items() if n > 1}
 
 
-def test_a_daemon_stopped_while_its_child_works_then_killed_leaves_one_batch_unrecorded(world: AttackWorld) -> None:
+def test_a_daemon_stopped_while_its_child_works_then_killed_leaves_one_batch_unrecorded(
+        world: DeleteProcessWorld) -> None:
     """The slow audit: the daemon (not its child) is stopped mid-drain, so nothing is recorded while the
     child runs on; SIGKILLed while stopped, it must leave at most the one batch in hand unrecorded."""
     batches(world, 10)

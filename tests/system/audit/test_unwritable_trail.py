@@ -1,4 +1,4 @@
-"""Attack 33 on audit completeness with a trail the daemon cannot write: its file made immutable mid-drain
+"""Audit completeness with a trail the daemon cannot write: its file made immutable mid-drain
 (``chattr +i``; a full disk, a volume remounted read-only or failing with EIO refuse the append alike).
 Every ledger gone from ZooKeeper must be one the trail records ``deleted``, but for at most the batch in
 hand: a daemon that cannot record must stop deleting, not go on with its records only in its log (where
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.audited_drain import BATCH, batches, draining, unrecorded
-from tests.support.delete_process_world import AttackWorld, delete_process, world
+from tests.support.delete_process_world import DeleteProcessWorld, delete_process, world
 from tests.support.harness import wait_until
 from tests.support.replicas_world import Replica
 
@@ -40,7 +40,7 @@ def _immutable(path: Path) -> Iterator[None]:
         subprocess.run(["chattr", "-i", str(path)], check=True)
 
 
-def _unrecorded_past(world: AttackWorld, bound: int, within_s: float) -> set[int]:
+def _unrecorded_past(world: DeleteProcessWorld, bound: int, within_s: float) -> set[int]:
     """The ledgers deleted unrecorded once more than ``bound`` are, or after ``within_s`` s."""
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline and len(unrecorded(world)) <= bound:
@@ -48,7 +48,7 @@ def _unrecorded_past(world: AttackWorld, bound: int, within_s: float) -> set[int
     return unrecorded(world)
 
 
-def test_a_daemon_that_cannot_write_its_trail_deletes_no_further_batch(world: AttackWorld) -> None:
+def test_a_daemon_that_cannot_write_its_trail_deletes_no_further_batch(world: DeleteProcessWorld) -> None:
     daemon = draining(world)
     files = sorted((daemon.data_dir / "audit").glob("audit-*.jsonl"))
     with _immutable(files[-1]):
@@ -61,7 +61,7 @@ def test_a_daemon_that_cannot_write_its_trail_deletes_no_further_batch(world: At
     assert max(deleted.values()) == 1, {lid: n for lid, n in deleted.items() if n > 1}
 
 
-def test_a_one_process_daemon_that_cannot_write_its_trail_deletes_no_further_batch(world: AttackWorld) -> None:
+def test_a_one_process_daemon_that_cannot_write_its_trail_deletes_no_further_batch(world: DeleteProcessWorld) -> None:
     """The same with the delete process off (``ledgerDeletionDeleteProcess = off``): the daemon's own thread
     takes no new batch while its trail refuses records, and records them once it can."""
     batches(world, BATCH)

@@ -105,7 +105,7 @@ def test_inspect_cursor_shows_the_state_size_against_the_budget(seeded: str) -> 
 
 
 def test_cursor_reset_moves_the_epoch_metrics(seeded: str) -> None:
-    """Review finding: ``cursor reset`` attached no epoch observer, so the epoch metrics never moved."""
+    """``cursor reset`` attached no epoch observer, so the epoch metrics never moved."""
     labels = {"cluster": "standalone", "namespace": "acme/orders", "topic": "persistent://acme/orders/payments",
               "subscription": "billing"}
     before = REGISTRY.get_sample_value("pulsar_cursor_epoch_increase_count_total", labels) or 0

@@ -1,4 +1,4 @@
-"""Attacks on the delete process (issue 29) through the broker: it is restarted while the child holds a
+"""The delete process, driven from outside, through the broker: it is restarted while the child holds a
 batch, so the batch's acks and copies go to a broker that forgot the daemon's consumers.
 
 Real processes: ``ledger-deletion run`` on the session's ZooKeeper (a chroot per test) and a pulsar-lite of
@@ -13,22 +13,22 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.delete_process_world import AttackWorld, delete_process, log, started, wait_acked
+from tests.support.delete_process_world import DeleteProcessWorld, delete_process, log, started, wait_acked
 from tests.support.harness import PulsarLiteBroker, wait_until
 
 HELD = "failpoint delete.before-storage: sleep"
 
 
 @pytest.fixture
-def world(tmp_path: Path, zk_url: str, own_pulsar_lite: PulsarLiteBroker) -> Iterator[AttackWorld]:
-    w = AttackWorld(tmp_path, zk_url, own_pulsar_lite.service_url)
+def world(tmp_path: Path, zk_url: str, own_pulsar_lite: PulsarLiteBroker) -> Iterator[DeleteProcessWorld]:
+    w = DeleteProcessWorld(tmp_path, zk_url, own_pulsar_lite.service_url)
     yield w
     w.close()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
 def test_a_broker_restarted_while_the_child_holds_a_batch_loses_and_repeats_nothing(
-        world: AttackWorld, own_pulsar_lite: PulsarLiteBroker, sig: int) -> None:
+        world: DeleteProcessWorld, own_pulsar_lite: PulsarLiteBroker, sig: int) -> None:
     [daemon] = world.add_replicas(1)
     started(world, daemon, "delete.before-storage=sleep:4@1")
     world.enqueue(world.orphans(40))

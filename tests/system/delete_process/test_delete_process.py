@@ -1,4 +1,4 @@
-"""The delete process (issue 29): the daemon decides BookKeeper requests in a child process of its own.
+"""The delete process: the daemon decides BookKeeper requests in a child process of its own.
 
 Real processes throughout: ``ledger-deletion run`` on the session ZooKeeper (a chroot per test) and a
 pulsar-lite process of this module; the judge reads ZooKeeper and the daemon's audit trail.  What must
@@ -107,7 +107,7 @@ def test_a_daemon_killed_disposing_of_a_batch_leaves_no_later_delete_unrecorded(
     """Batches of 10.  The daemon is held at its first batch's first ack (records written) while its
     delete process has the next batches in hand, then SIGKILLed: every ledger gone from ZooKeeper must
     be one its audit trail records ``deleted``.  Before the child waited for the batch before's records,
-    it deleted the next batch meanwhile, unrecorded (found in issue 29's CI: recorded ``absent`` later)."""
+    it deleted the next batch meanwhile, unrecorded (recorded ``absent`` later)."""
     world.config.write_text(world.config.read_text() + "twoPhaseDeletionBatchSize = 10\n")
     [daemon] = world.add_replicas(1)
     _started(world, daemon, "delete.before-ack=sleep:30@1")

@@ -1,4 +1,4 @@
-"""Attack on the delete process (issue 29) with ``run --exit-when-idle`` on a ZooKeeper store and the embedded
+"""The delete process, driven from outside, with ``run --exit-when-idle`` on a ZooKeeper store and the embedded
 broker (as the issue's benchmark runs it): the daemon must not call itself idle while its child holds a
 batch, and must leave neither the child nor its broker behind.
 

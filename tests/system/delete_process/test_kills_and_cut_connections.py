@@ -1,4 +1,4 @@
-"""Attacks on the delete process (issue 29) with signals and network faults aimed at the child or the
+"""The delete process, driven from outside, with signals and network faults aimed at the child or the
 daemon at chosen moments: while the child starts, while it holds a batch, over and over.
 
 Real processes: ``ledger-deletion run`` on the session's ZooKeeper (a chroot per test) and pulsar-lite; the
@@ -17,7 +17,7 @@ import pytest
 
 from tests.support.delete_process_world import (
     STARTED,
-    AttackWorld,
+    DeleteProcessWorld,
     all_children,
     children_of,
     cut_zookeeper,
@@ -43,7 +43,7 @@ __all__ = ["world"]
 HELD = "failpoint delete.before-storage: sleep"
 
 
-def _deleted_once(world: AttackWorld, timeout: float = 60) -> None:
+def _deleted_once(world: DeleteProcessWorld, timeout: float = 60) -> None:
     world.wait_drained(timeout)
     deleted = world.deletions()
     assert set(deleted) == set(world.ledgers), sorted(set(world.ledgers) - set(deleted))[:10]
@@ -51,7 +51,7 @@ def _deleted_once(world: AttackWorld, timeout: float = 60) -> None:
 
 
 def test_sigkill_of_the_daemon_while_the_child_holds_a_batch_ends_the_child_before_it_deletes(
-        world: AttackWorld) -> None:
+        world: DeleteProcessWorld) -> None:
     """The daemon dies (OOM, node loss) while its child holds a verified batch: the child must not go on
     deleting for a daemon that can no longer record or ack (nobody's audit trail would say who deleted)."""
     [daemon] = world.add_replicas(1)
@@ -63,7 +63,7 @@ def test_sigkill_of_the_daemon_while_the_child_holds_a_batch_ends_the_child_befo
     assert sorted(world.left()) == world.ledgers, "the orphaned child deleted after its daemon died"
 
 
-def test_sigterm_while_the_child_is_starting_ends_both_in_time(world: AttackWorld) -> None:
+def test_sigterm_while_the_child_is_starting_ends_both_in_time(world: DeleteProcessWorld) -> None:
     [daemon] = world.add_replicas(1)
     daemon.start()
     wait_until(lambda: delete_process(daemon) is not None, 60, "the delete process spawned", daemon.proc)
@@ -75,7 +75,7 @@ def test_sigterm_while_the_child_is_starting_ends_both_in_time(world: AttackWorl
     wait_until(lambda: gone(child), 10, "the delete process gone")
 
 
-def test_a_child_killed_each_time_it_starts_costs_nothing_but_time(world: AttackWorld) -> None:
+def test_a_child_killed_each_time_it_starts_costs_nothing_but_time(world: DeleteProcessWorld) -> None:
     """Five children SIGKILLed in a row (at once after they appear, before or during their start): the
     daemon keeps its requests, and a sixth child deletes them all once.  Each child sleeps before its first
     delete, so each kill lands before any: one CI run killed the first child between its deletes and its
@@ -93,7 +93,7 @@ def test_a_child_killed_each_time_it_starts_costs_nothing_but_time(world: Attack
     assert daemon.running() and len(killed) == 6
 
 
-def test_a_child_whose_zookeeper_session_expired_holding_a_batch_recovers(world: AttackWorld) -> None:
+def test_a_child_whose_zookeeper_session_expired_holding_a_batch_recovers(world: DeleteProcessWorld) -> None:
     """The child is stopped past its ZooKeeper session (10 s) while it holds a verified batch: its
     session expires, then it resumes and must still delete every ledger once (none lost, none parked)."""
     [daemon] = world.add_replicas(1)
@@ -107,7 +107,7 @@ def test_a_child_whose_zookeeper_session_expired_holding_a_batch_recovers(world:
     assert not [r for rep in world.replicas for r in rep.audit() if r["outcome"] == "dead-lettered"]
 
 
-def test_the_childs_zookeeper_connections_cut_over_and_over_lose_nothing(world: AttackWorld) -> None:
+def test_the_childs_zookeeper_connections_cut_over_and_over_lose_nothing(world: DeleteProcessWorld) -> None:
     """Reset the child's ZooKeeper connections (only its) every 0.2 s while it drains: deletes in flight
     come back unknown and are read back; nothing deleted twice, nothing lost."""
     [daemon] = world.add_replicas(1)
@@ -124,7 +124,7 @@ def test_the_childs_zookeeper_connections_cut_over_and_over_lose_nothing(world: 
     assert STARTED in log(world, daemon) and all_children(daemon)
 
 
-def test_a_child_killed_with_the_next_batch_queued_loses_neither_batch(world: AttackWorld,
+def test_a_child_killed_with_the_next_batch_queued_loses_neither_batch(world: DeleteProcessWorld,
                                                                       module_pulsar_lite: PulsarLiteBroker) -> None:
     """Batches of 10: the child holds one (failpoint), the next waits queued for it; SIGKILL the child.  Both
     batches must come back (reconsumed or decided by the new child), none stranded unacked in the daemon."""
@@ -140,7 +140,7 @@ def test_a_child_killed_with_the_next_batch_queued_loses_neither_batch(world: At
     assert daemon.running()
 
 
-def test_the_daemon_stopped_past_its_sessions_while_the_child_holds_a_batch_recovers(world: AttackWorld) -> None:
+def test_the_daemon_stopped_past_its_sessions_while_the_child_holds_a_batch_recovers(world: DeleteProcessWorld) -> None:
     """The daemon (not the child) is stopped 14 s, past its ZooKeeper session, while its child decides a
     batch and sends back its results: resumed, it settles every request once."""
     [daemon] = world.add_replicas(1)
@@ -154,7 +154,7 @@ def test_the_daemon_stopped_past_its_sessions_while_the_child_holds_a_batch_reco
     assert daemon.running()
 
 
-def test_two_replicas_each_with_a_child_one_child_killed_mid_batch(world: AttackWorld) -> None:
+def test_two_replicas_each_with_a_child_one_child_killed_mid_batch(world: DeleteProcessWorld) -> None:
     first, second = world.add_replicas(2)
     victim = started(world, first, "delete.before-storage=sleep:3@1")
     started(world, second, "delete.before-storage=sleep:3@1")
@@ -184,12 +184,12 @@ MARKER = "ledger-deletion-delete-process"
 @pytest.mark.parametrize("sig", [
     signal.SIGTERM,
     pytest.param(signal.SIGKILL, marks=pytest.mark.xfail(
-        strict=True, reason="attack32 finding 4, left open: a delete process stopped in the ~15 ms before its "
+        strict=True, reason="left open: a delete process stopped in the ~15 ms before its "
                             "interpreter runs its first line (which asks to die with the daemon) outlives a "
                             "SIGKILLed daemon, stopped, until continued (then it exits at once); only arming it "
                             "before exec would close that, and a fork of the threaded daemon may not run Python")),
 ])
-def test_a_child_stopped_as_it_spawns_goes_with_its_daemon(world: AttackWorld, sig: int) -> None:
+def test_a_child_stopped_as_it_spawns_goes_with_its_daemon(world: DeleteProcessWorld, sig: int) -> None:
     """The delete process is stopped before it has run a line of ours (an operator's SIGSTOP, a cgroup
     freezer): the daemon must still stop within its bound, and take it along.  (Multiprocessing's resource
     tracker, a second child once, is gone: the daemon starts its delete process itself.)"""
@@ -219,7 +219,7 @@ def _cmdline(pid: int) -> str:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
-def test_every_child_of_the_daemon_goes_with_it(world: AttackWorld, sig: int) -> None:
+def test_every_child_of_the_daemon_goes_with_it(world: DeleteProcessWorld, sig: int) -> None:
     """Not only the delete process: whatever else the daemon started for it (multiprocessing's helpers)."""
     [daemon] = world.add_replicas(1)
     started(world, daemon)

@@ -1,4 +1,4 @@
-"""Attack 33 on the delete process's liveness: a drain of deletable requests mixed with requests for
+"""The delete process's liveness: a drain of deletable requests mixed with requests for
 ledgers still in use and with undecodable messages, at batch sizes from 1 to 1000.  Every request must
 be settled once (deleted, in use, or dead-lettered), none left unacked, none deleted twice.
 
@@ -15,7 +15,7 @@ import pulsar
 import pytest
 
 from tests.support.audited_drain import batches, restarted
-from tests.support.delete_process_world import AttackWorld, wait_acked, world
+from tests.support.delete_process_world import DeleteProcessWorld, wait_acked, world
 from tests.support.harness import PulsarLiteBroker, wait_until
 
 __all__ = ["world"]
@@ -23,25 +23,25 @@ __all__ = ["world"]
 ORPHANS, IN_USE, GARBAGE = 60, 20, 6
 
 
-def _send_garbage(world: AttackWorld, broker: PulsarLiteBroker, count: int) -> None:
+def _send_garbage(world: DeleteProcessWorld, broker: PulsarLiteBroker, count: int) -> None:
     """Undecodable requests (``enqueue`` refuses to send one), on both partitions."""
     client = pulsar.Client(broker.service_url, operation_timeout_seconds=10)
     try:
         for k in range(count):
             producer = client.create_producer(f"persistent://pulsar/system/__ld_{world.tag}-partition-{k % 2}",
                                               batching_enabled=False, send_timeout_millis=10_000)
-            producer.send(f"attack33 garbage {k}".encode())
+            producer.send(f"mixed-drain garbage {k}".encode())
             producer.close()
     finally:
         client.close()
 
 
-def _outcomes(world: AttackWorld) -> Counter:
+def _outcomes(world: DeleteProcessWorld) -> Counter:
     return Counter(r["outcome"] for rep in world.replicas for r in rep.audit())
 
 
 @pytest.mark.parametrize("size", [1, 2, 10, 1000])
-def test_a_mixed_drain_settles_every_request_once(world: AttackWorld, module_pulsar_lite: PulsarLiteBroker,
+def test_a_mixed_drain_settles_every_request_once(world: DeleteProcessWorld, module_pulsar_lite: PulsarLiteBroker,
                                                   size: int) -> None:
     batches(world, size)
     orphans = world.orphans(ORPHANS)

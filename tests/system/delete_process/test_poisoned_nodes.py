@@ -1,4 +1,4 @@
-"""Attacks on the delete process (issue 29) with a poisoned BookKeeper znode: metadata the decoder accepts
+"""The delete process, driven from outside, with a poisoned BookKeeper znode: metadata the decoder accepts
 but whose custom-metadata key is not UTF-8 (a corrupted znode, or any client with write access to the
 ledgers tree), named by one request among innocent ones in the same batch.
 
@@ -17,7 +17,7 @@ from deletion_service.cluster_writer import bucket_custom_metadata, pulsar_custo
 from metastore.formats.ledger_paths import ledger_path
 from metastore.formats.position import Position
 from metastore.interface import ABSENT
-from tests.support.delete_process_world import AttackWorld, log, started, world
+from tests.support.delete_process_world import DeleteProcessWorld, log, started, world
 from tests.support.harness import wait_until
 from tests.support.replica_tools import settled
 
@@ -26,7 +26,7 @@ __all__ = ["world"]
 POISON = 90_001
 
 
-def _poisoned_znode(world: AttackWorld, ledger_id: int) -> None:
+def _poisoned_znode(world: DeleteProcessWorld, ledger_id: int) -> None:
     """A closed Pulsar ledger of the world's topic whose ``application`` key's first byte is 0xFF."""
     path = world.writer.bk_ledger(ledger_id, pulsar_custom_metadata(world.topic))
     node = world.store.get(path)
@@ -38,7 +38,7 @@ def _poisoned_znode(world: AttackWorld, ledger_id: int) -> None:
 
 
 @pytest.mark.parametrize("mode", ["on", "off"])
-def test_one_poisoned_znode_does_not_fail_its_batch(world: AttackWorld, mode: str) -> None:
+def test_one_poisoned_znode_does_not_fail_its_batch(world: DeleteProcessWorld, mode: str) -> None:
     """``on``: the child decides the batch; ``off``: the daemon's own thread does (the same pipeline)."""
     world.config.write_text(world.config.read_text() + f'ledgerDeletionDeleteProcess = "{mode}"\n')
     [daemon] = world.add_replicas(1)
@@ -55,7 +55,7 @@ def test_one_poisoned_znode_does_not_fail_its_batch(world: AttackWorld, mode: st
     assert not world.left()
 
 
-def _enqueue(world: AttackWorld, requests: list[dict]) -> None:
+def _enqueue(world: DeleteProcessWorld, requests: list[dict]) -> None:
     """``enqueue --from-file`` of ``requests`` as they are."""
     lines = world.root / f"poison-{requests[0]['ledgerId']}.jsonl"
     lines.write_text("".join(json.dumps(r) + "\n" for r in requests))
@@ -64,7 +64,7 @@ def _enqueue(world: AttackWorld, requests: list[dict]) -> None:
     assert out.returncode == 0, out.stderr
 
 
-def _poisoned_cursor(world: AttackWorld, topic: str) -> None:
+def _poisoned_cursor(world: DeleteProcessWorld, topic: str) -> None:
     """A cursor of ``topic`` whose one cursor-property key's first byte is 0xFF (a broker's node, corrupted)."""
     world.writer.managed_ledger(topic, [1, 2])
     path = world.writer.cursor(topic, "sub", Position(1, 0), cursor_properties={"poison-key": "1"})
@@ -75,7 +75,7 @@ def _poisoned_cursor(world: AttackWorld, topic: str) -> None:
     world.store.put(path, bytes(data), node.version)
 
 
-def test_one_poisoned_cursor_node_does_not_fail_the_batches_it_is_in(world: AttackWorld) -> None:
+def test_one_poisoned_cursor_node_does_not_fail_the_batches_it_is_in(world: DeleteProcessWorld) -> None:
     """A cursor-property key that is not UTF-8 makes the reference model raise while gathering: the batch is
     gathered again request by request, so only the request of that topic is reconsumed (an internal error)."""
     [daemon] = world.add_replicas(1)

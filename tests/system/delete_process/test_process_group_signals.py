@@ -1,4 +1,4 @@
-"""Attacks on the delete process (issue 29) with a signal to the daemon's whole process group, as a terminal's
+"""The delete process, driven from outside, with a signal to the daemon's whole process group, as a terminal's
 Ctrl-C (SIGINT) or systemd's default ``KillMode=control-group`` (SIGTERM to every process of the unit) sends
 it: the child gets the signal at the same moment as the daemon, while it holds a batch.
 
@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.support.delete_process_world import AttackWorld, gone, log, signal_group, started, world
+from tests.support.delete_process_world import DeleteProcessWorld, gone, log, signal_group, started, world
 from tests.support.harness import wait_until
 
 __all__ = ["world"]
@@ -21,7 +21,7 @@ HELD = "failpoint delete.before-storage: sleep"
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_to_the_process_group_stops_the_daemon_cleanly(world: AttackWorld, sig: int) -> None:
+def test_a_signal_to_the_process_group_stops_the_daemon_cleanly(world: DeleteProcessWorld, sig: int) -> None:
     [daemon] = world.add_replicas(1)
     child = started(world, daemon, "delete.before-storage=sleep:3@1", own_group=True)
     world.enqueue(world.orphans(20))

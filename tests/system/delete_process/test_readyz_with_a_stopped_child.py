@@ -1,4 +1,4 @@
-"""Attacks on the delete process (issue 29) aimed at the daemon's health answer: its child alive but unable
+"""The delete process, driven from outside, aimed at the daemon's health answer: its child alive but unable
 to progress, while the daemon's own thread (which answers ``/readyz``) is fine.
 
 Real processes: ``ledger-deletion run`` on the session's ZooKeeper (a chroot per test) and pulsar-lite.
@@ -7,7 +7,7 @@ Real processes: ``ledger-deletion run`` on the session's ZooKeeper (a chroot per
 from __future__ import annotations
 
 from tests.support.delete_process_world import (
-    AttackWorld,
+    DeleteProcessWorld,
     readyz,
     started,
     stopped,
@@ -35,7 +35,7 @@ def _readyz_until_not_ready(daemon: Replica, seconds: float) -> list[int]:
     return codes
 
 
-def test_readyz_fails_while_the_stopped_delete_process_holds_requests(world: AttackWorld) -> None:
+def test_readyz_fails_while_the_stopped_delete_process_holds_requests(world: DeleteProcessWorld) -> None:
     """Nothing can be deleted while the child is stopped (SIGSTOP: a debugger, a cgroup freezer, a stuck
     page fault): /readyz must not keep answering 200."""
     [daemon] = world.add_replicas(1)

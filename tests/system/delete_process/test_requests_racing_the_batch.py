@@ -1,4 +1,4 @@
-"""Attacks on the delete process (issue 29) with requests and metadata writes timed against the batch it
+"""The delete process, driven from outside, with requests and metadata writes timed against the batch it
 holds (failpoint ``delete.before-storage=sleep``, inherited by the child), and with config.
 
 Real processes: ``ledger-deletion run`` on the session's ZooKeeper (a chroot per test) and pulsar-lite.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tests.support.delete_process_world import STARTED, AttackWorld, delete_process, log, started, world
+from tests.support.delete_process_world import STARTED, DeleteProcessWorld, delete_process, log, started, world
 from tests.support.harness import wait_until
 from tests.support.replica_tools import settled, start_with
 from tests.support.replicas_world import ROOT
@@ -19,7 +19,7 @@ __all__ = ["world"]
 HELD = "failpoint delete.before-storage: sleep"
 
 
-def test_one_ledger_in_consecutive_batches_is_deleted_and_recorded_once(world: AttackWorld) -> None:
+def test_one_ledger_in_consecutive_batches_is_deleted_and_recorded_once(world: DeleteProcessWorld) -> None:
     """The first request is held in the child; the second for the same ledger arrives in the next batch,
     which the daemon may gather while the first is still undecided."""
     [daemon] = world.add_replicas(1)
@@ -34,7 +34,7 @@ def test_one_ledger_in_consecutive_batches_is_deleted_and_recorded_once(world: A
     assert all(n == 1 for n in world.deletions().values()), world.deletions()
 
 
-def test_one_ledger_twice_in_one_batch_is_deleted_and_recorded_once(world: AttackWorld) -> None:
+def test_one_ledger_twice_in_one_batch_is_deleted_and_recorded_once(world: DeleteProcessWorld) -> None:
     [daemon] = world.add_replicas(1)
     started(world, daemon)
     [lid] = world.orphans(1)
@@ -44,7 +44,7 @@ def test_one_ledger_twice_in_one_batch_is_deleted_and_recorded_once(world: Attac
     assert sorted(settled(world, lid)) == ["absent", "absent", "deleted"], settled(world, lid)
 
 
-def test_dry_run_with_the_delete_process_deletes_nothing(world: AttackWorld) -> None:
+def test_dry_run_with_the_delete_process_deletes_nothing(world: DeleteProcessWorld) -> None:
     [daemon] = world.add_replicas(1)
     start_with(daemon, "--dry-run").wait_ready()
     ids = world.orphans(10)
@@ -64,7 +64,7 @@ def test_on_with_the_embedded_store_is_refused_in_one_line(tmp_path) -> None:  #
     assert "ZooKeeper" in out.stderr
 
 
-def test_a_batch_of_ten_thousand_goes_through_the_child(world: AttackWorld) -> None:
+def test_a_batch_of_ten_thousand_goes_through_the_child(world: DeleteProcessWorld) -> None:
     world.config.write_text(world.config.read_text() + "twoPhaseDeletionBatchSize = 10000\n")
     [daemon] = world.add_replicas(1)
     started(world, daemon)

@@ -1,4 +1,4 @@
-"""Attacks on the delete process (issue 29) with SIGSTOP: a child that is alive but runs nothing.
+"""The delete process, driven from outside, with SIGSTOP: a child that is alive but runs nothing.
 
 Real processes: ``ledger-deletion run`` on the session's ZooKeeper (a chroot per test) and pulsar-lite; the
 judge reads ZooKeeper, the daemon's audit trail, ``/proc`` and ``/readyz``.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import signal
 
 from tests.support.delete_process_world import (
-    AttackWorld,
+    DeleteProcessWorld,
     gone,
     log,
     sigterm_seconds,
@@ -24,7 +24,7 @@ __all__ = ["world"]
 
 
 def test_sigterm_with_the_delete_process_stopped_ends_the_daemon_in_time_and_leaves_no_child(
-        world: AttackWorld) -> None:
+        world: DeleteProcessWorld) -> None:
     """An operator (or a debugger, or the OOM killer's freezer) stops the child holding a batch; then the
     pod is stopped.  SIGTERM must end the daemon within its 20 s bound, the child with it, and the batch's
     requests must come back to the next daemon (deleted once, none lost)."""
@@ -43,7 +43,7 @@ def test_sigterm_with_the_delete_process_stopped_ends_the_daemon_in_time_and_lea
     assert all(n == 1 for n in world.deletions().values()), world.deletions()
 
 
-def test_sigkill_of_the_daemon_with_the_delete_process_stopped_leaves_no_child(world: AttackWorld) -> None:
+def test_sigkill_of_the_daemon_with_the_delete_process_stopped_leaves_no_child(world: DeleteProcessWorld) -> None:
     """The daemon dies (OOM, SIGKILL) while its child is stopped: the child must go with it, not linger
     stopped, holding its ZooKeeper connection and its batch, until something continues it."""
     [daemon] = world.add_replicas(1)
@@ -53,7 +53,7 @@ def test_sigkill_of_the_daemon_with_the_delete_process_stopped_leaves_no_child(w
         wait_until(lambda: gone(child), 10, "the stopped delete process gone with its daemon")
 
 
-def test_a_stopped_child_continued_after_its_daemon_died_deletes_nothing(world: AttackWorld) -> None:
+def test_a_stopped_child_continued_after_its_daemon_died_deletes_nothing(world: DeleteProcessWorld) -> None:
     """Stopped holding a verified batch, its daemon SIGKILLed, then continued: it must die without deleting
     (nobody would record or ack those deletes)."""
     [daemon] = world.add_replicas(1)

@@ -1,4 +1,4 @@
-"""Fuzz the DLQ readers and message properties (issue 27, findings 3 and 4), as test_consumer_fuzz does decode.
+"""Fuzz the DLQ readers and message properties (forged markers, hostile messages), as test_consumer_fuzz does decode.
 
 Two layers.  Hypothesis drives the pure readers with hostile bytes and properties: a parked message's
 listing (:func:`deletion_service.dlq.operations.entry`, and the admin API's response model over it), the marker

@@ -1,12 +1,13 @@
-"""Issue 27, findings 2, 3, 4 and 11, on real processes: the real CLI, the real daemon (``run``) and its
-admin API, the embedded pulsar-lite broker and the SQLite metadata store of a data dir.
+"""Requeue, settlement markers, hostile messages and unscoped readers of the DLQ, on real processes: the
+real CLI, the real daemon (``run``) and its admin API, the embedded pulsar-lite broker and the SQLite
+metadata store of a data dir.
 
-2. ``dlq requeue`` must not launder a cross-namespace request onto the namespace it names.
-3. A forged settlement marker (a request carrying the marker property, or one written straight
+1. ``dlq requeue`` must not launder a cross-namespace request onto the namespace it names.
+2. A forged settlement marker (a request carrying the marker property, or one written straight
    into a DLQ) must hide nothing.
-4. One hostile message (deeply nested JSON and the marker property) must not break any DLQ reader,
+3. One hostile message (deeply nested JSON and the marker property) must not break any DLQ reader,
    and purge must remove it.
-11. Unscoped ``inflight``, ``dlq list`` and the admin API's endpoints must read every namespace's
+4. Unscoped ``inflight``, ``dlq list`` and the admin API's endpoints must read every namespace's
    topics in namespace scope.
 """
 
@@ -62,7 +63,7 @@ def clustered(tmp_path: Path) -> Iterator[Deployment]:
         yield d
 
 
-# ---- finding 2
+# ---- 1. requeue goes where the request was parked
 
 
 def test_requeue_sends_a_cross_namespace_request_back_where_it_was_parked_never_where_it_says(
@@ -92,7 +93,7 @@ def test_requeue_sends_a_cross_namespace_request_back_where_it_was_parked_never_
         (61, "cross-namespace"), (62, "cross-namespace")]
 
 
-# ---- finding 3
+# ---- 2. forged settlement markers
 
 
 def test_forged_settlement_markers_hide_nothing(clustered: Deployment) -> None:
@@ -119,7 +120,7 @@ def test_forged_settlement_markers_hide_nothing(clustered: Deployment) -> None:
     assert json.loads(r.stdout)["purged"] == 3 and d.listed() == []
 
 
-# ---- finding 4
+# ---- 3. one hostile message
 
 
 NESTED = b'{"settled":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
@@ -157,7 +158,7 @@ def test_one_hostile_message_breaks_no_dlq_reader_and_purge_removes_it(clustered
         proc.communicate(timeout=60)
 
 
-# ---- finding 11
+# ---- 4. unscoped readers
 
 
 def test_unscoped_readers_see_every_namespace(namespaced: Deployment, tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""An older broker's offload (no driver metadata) through the real CLI and daemon (security review, finding 3).
+"""An older broker's offload (no driver metadata) through the real CLI and daemon.
 
 Before the fix, trim sent no request for such a ledger whose BookKeeper copy
 was already deleted, yet removed it from the list: its offloaded objects were

@@ -1,4 +1,4 @@
-"""Issue 31, an operator's day after ``demo``: held requests say why they wait and until when (the
+"""an operator's day after ``demo``: held requests say why they wait and until when (the
 date, since it is tomorrow), the demo leaves an audit trail and next steps that finish, and the
 daemon's figures agree with ``status``, ``dlq list`` and one another.
 

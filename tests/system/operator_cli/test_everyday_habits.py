@@ -81,7 +81,7 @@ def test_ctrl_c_in_demo_says_what_was_left_where(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "deletion_service.cli.main", "demo", "--data-dir", str(data_dir)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     broker = EmbeddedBroker(data_dir)
-    # once its broker answers, the demo owns it (Ctrl-C while the broker starts: see the report of issue 18)
+    # once its broker answers, the demo owns it (Ctrl-C while the broker starts)
     wait_until(lambda: (info := broker.read_info()) is not None and port_answers(info.port), 60, "the demo's broker",
                proc)
     proc.send_signal(signal.SIGINT)

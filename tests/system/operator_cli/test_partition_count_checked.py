@@ -1,4 +1,4 @@
-"""Every command that sends or consumes deletion requests checks the partition count (security review, finding 7).
+"""Every command that sends or consumes deletion requests checks the partition count.
 
 A request sent to a partition the daemon does not read waits forever, and
 ``inflight`` does not count it either.  On a cluster the topic's partitioned

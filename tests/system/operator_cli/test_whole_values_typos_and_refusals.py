@@ -1,4 +1,4 @@
-"""Issue 31, an operator's first day, through the real CLI (and the real daemon and admin API):
+"""an operator's first day, through the real CLI (and the real daemon and admin API):
 tables print whole values (1), typos are caught instead of reported as success (4), a refused
 broker fails at once in one sentence (8), dates for people, one JSON error under --json, and the
 admin API's DLQ filter (10).

@@ -1,16 +1,16 @@
-"""Attack (issue 30, helper X): a broker restart makes replicas hold one request twice.
+"""A broker restart redelivers a held request: one process holds it once.
 
 A RETRY message not yet due is held in a replica's memory, unacked (pulsar-lite ignores delayed
 delivery).  When the broker restarts, every consumer reconnects and the broker redelivers every
 unacked message — the held one included — to any consumer of the subscription.  Nothing in the
-intake knows that a redelivered message is one it (or a sibling) already holds: it is held again.
-Then ``held{reason}`` summed over the replicas (the dashboard's panel) counts one request twice, and
-when it falls due both holders decide it (seen with a 25 s minimum age: ``deleted`` by one replica,
-``absent`` by the other, for one request; a request that is reconsumed again becomes two RETRY
-copies, and each later restart can double them).  Seen both ways: the redelivery went to the
-holder itself (held 2 by one replica) or to its sibling (1 + 1).
+intake that did not recognise a redelivered message it (or a sibling) already holds would hold it
+again.  Then ``held{reason}`` summed over the replicas (the dashboard's panel) would count one request
+twice, and when it falls due both holders would decide it (with a 25 s minimum age: ``deleted`` by one
+replica, ``absent`` by the other, for one request; a request that is reconsumed again would become two
+RETRY copies, and each later restart could double them).  The redelivery goes either to the holder
+itself (held 2 by one replica) or to its sibling (1 + 1).
 
-Fixed for one process: a redelivered message it already holds is left to the held one (which acks it
+Within one process: a redelivered message it already holds is left to the held one (which acks it
 when due).  Held by two replicas (the redelivery went to the sibling), it is counted by both until it
 falls due; the README says so.  It takes a broker that restarts *and* holds delayed messages in the
 consumers' memory (pulsar-lite has no delayed delivery); a shared registry of holds would close it.

@@ -1,20 +1,19 @@
-"""Attack (issue 30, helper X): one offloaded copy recorded ``deleted`` by two replicas.
+"""One offloaded copy is recorded ``deleted`` once, however many replicas hold requests for it.
 
 A BookKeeper znode is removed at the verified version, so of two replicas holding duplicate
 requests only one deletes it and the other records ``absent``.  S3 has no such guard: the S3
 offloader HEADs each object (to tell "deleted" from "absent", since S3 reports a delete of a
 missing key as done), then deletes the present ones.  Two replicas holding duplicates of one
 request (a trim that re-ran, a redelivery after a replica died, ``scan-orphans --enqueue`` twice)
-both find the objects present, both delete them, and both record ``deleted`` with the objects and
-their sizes: the audit trails say the copy was deleted twice, and ``deleted_total`` counts it twice.
-(Within one daemon the batch path has the same hole: duplicates in one batch are deduplicated for
-BookKeeper znodes, not for offloaded copies.)
+would both find the objects present, both delete them, and both record ``deleted`` with the objects
+and their sizes: the audit trails would say the copy was deleted twice, and ``deleted_total`` would
+count it twice.  (Within one daemon the batch path is alike: duplicates in one batch need
+deduplicating for offloaded copies as for BookKeeper znodes.)
 
-Fixed: duplicates in one batch delete the copy once (the twins settle ``absent``), and the delete runs
+So duplicates in one batch delete the copy once (the twins settle ``absent``), and the delete runs
 under a claim in the metadata store (``deletion_service/delete_phase/storage/offload_claims.py``): the replica
 that does not hold it defers its request, untried, and records ``absent`` when it comes back (so a
-duplicate's first record may be ``reconsumed``: the wait below counts only final ones; the assertions are
-the attack's).
+duplicate's first record may be ``reconsumed``: the wait below counts only final ones).
 
 Real processes: two ``run`` replicas, pulsar-lite (the session's), ZooKeeper (a chroot), moto_server
 behind a loopback proxy that forwards everything but holds each DELETE 2 s (a slow endpoint).

@@ -1,4 +1,4 @@
-"""Attacks that held (issue 30, helper X), kept as regression tests: a replica SIGKILLed at the
+"""A replica SIGKILLed at the
 worst step of a dead-letter and of a delete, with a sibling taking over its requests.
 
 Each request must end exactly once as deleted (the other replica's repeats: ``absent``), and each

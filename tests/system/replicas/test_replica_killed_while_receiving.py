@@ -1,4 +1,4 @@
-"""Attack (issue 30, found from outside): on pulsar-lite, a replica SIGKILLed while the broker is sending
+"""On pulsar-lite, a replica SIGKILLed while the broker is sending
 it messages leaves its requests with a consumer that no longer exists.
 
 The README: "a replica that dies (SIGKILL, OOM, node loss) leaves its unacked requests to the others".

@@ -1,4 +1,4 @@
-"""Daemon replicas on one Shared subscription (issue 30): N ``run`` processes, each with its own data dir
+"""Daemon replicas on one Shared subscription: N ``run`` processes, each with its own data dir
 and admin port, one pulsar-lite broker process (started once for this module), one ZooKeeper (a chroot
 per test).  Each test sends a few hundred orphan requests and judges from ZooKeeper and the audit
 trails of all replicas together: every ledger deleted, and named ``deleted`` exactly once.

@@ -1,4 +1,4 @@
-"""Attack that held (issue 30, helper X), kept as a regression test: a replica SIGTERMed again and again
+"""A replica SIGTERMed again and again
 while the broker is pushing it requests (a rolling restart under load), and once during its own start
 (the consumer-id burn on pulsar-lite).  A graceful stop closes its consumers, so pulsar-lite hands what
 it held to the sibling: nothing is stranded, nothing deleted twice.

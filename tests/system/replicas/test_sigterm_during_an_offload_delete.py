@@ -1,4 +1,4 @@
-"""Attack (issue 30, found from outside): SIGTERM a replica while its offload lane deletes.
+"""SIGTERM a replica while its offload lane deletes.
 
 A rolling restart SIGTERMs replicas one at a time.  The daemon used to stop its batch loop, then
 the lane (2 s per thread), and exit: an offloaded copy whose delete the store applied while its

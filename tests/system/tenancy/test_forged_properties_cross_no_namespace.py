@@ -1,4 +1,4 @@
-"""Attack that held (issue 30, helper X), kept as a regression test: tenants' replicas restricted to their
+"""Forged message properties carry no request across namespaces: tenants' replicas restricted to their
 own namespaces, and a request for another tenant's ledger produced straight onto one's own request or
 RETRY topic with every property this tool reads forged to point elsewhere (``REAL_TOPIC`` naming the
 victim's deletion topic, ``ledgerDeletionGraceSince`` at the epoch, ``ledgerDeletionHeldFor``,

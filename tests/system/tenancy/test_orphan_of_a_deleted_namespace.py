@@ -1,11 +1,11 @@
-"""Attack (issue 30, helper X): in namespace scope, a request for a namespace the metadata store no
-longer has is never read by any replica: never deleted, never acked, never dead-lettered.
+"""In namespace scope, a request for a namespace the metadata store no longer has goes to the
+cluster's topics, where unrestricted replicas read it (on its namespace's own topic nobody would).
 
 Replicas find the namespaces to serve in ``/admin/policies`` and ``/managed-ledgers``.  A deleted
 namespace is in neither, but its leaked ledgers are in BookKeeper (#21745, #22802: the leaks
 ``scan-orphans --enqueue`` exists for), and ``enqueue``/``scan-orphans --enqueue`` send each
 request to its topic's namespace's own topic, creating it and its subscription.  No replica ever
-subscribes there, so the request waited for good where nobody looks.  Now a request for a namespace
+subscribes there, so the request would wait for good where nobody looks.  A request for a namespace
 the cluster does not have goes to the cluster's topics, which unrestricted daemons drain.
 
 Real processes: two unrestricted replicas, pulsar-lite (the session's), ZooKeeper (a chroot), the

@@ -1,13 +1,13 @@
-"""Attack (issue 30, helper X): a replica restricted to one namespace acts for every namespace.
+"""A replica restricted to one namespace acts for that namespace only, even on the cluster-wide topic.
 
 Namespace scope gives each namespace ``persistent://<tenant>/<ns>/__ledger_deletion``.  The
 cluster-wide topic's default name, ``persistent://pulsar/system/__ledger_deletion``, *is* that
 name for the namespace ``pulsar/system`` (every Pulsar cluster has it).  So a replica started
 ``run --namespace pulsar/system`` (or ``--tenant pulsar``) consumes the cluster-wide topic, where
-the cross-namespace guard checks nothing ("cluster topics: any namespace"), and deletes another
+a guard that trusted the topic ("cluster topics: any namespace") would let it delete another
 tenant's ledger sent there — though the README says restricted daemons never read the cluster
 topics, and the same replica's admin API, restricted the same way, refuses that very ledger.
-Now a restricted daemon acts only for its own namespaces whichever topic it read a request from:
+A restricted daemon acts only for its own namespaces whichever topic it read a request from:
 the other tenant's request is parked in the DLQ (cross-namespace), its own is deleted.
 
 Real processes: the daemon replica, pulsar-lite (the session's), ZooKeeper (a chroot).  The

@@ -238,7 +238,7 @@ def test_scenario_2_epoch_trace() -> None:
 
 
 def test_a_reset_landing_between_the_epoch_check_and_the_read_position_move_delivers_nothing() -> None:
-    """Issue 15, deviation 4: ``set_read_position`` refuses (returns False) when a change began
+    """deviation 4: ``set_read_position`` refuses (returns False) when a change began
     after the dispatcher's own epoch check; the read must then be discarded, not delivered.
 
     The interleaving (another thread's reset starting in that gap) is forced by hooking the

@@ -62,7 +62,7 @@ def test_without_the_filter_pre_seek_messages_leak() -> None:
 
 
 def test_the_server_epoch_never_goes_down_and_a_seek_without_a_bigger_one_still_seeks() -> None:
-    """Issue 15, deviation 3: the seed says only that the server epoch never goes down.  A seek
+    """The seed says only that the server epoch never goes down.  A seek
     carrying no bigger epoch (an older client sends 0) is still a seek: the cursor moves, the
     consumer epoch stays.  It used to be refused outright, so old clients could not seek."""
     e = ConsumerEpoch()
@@ -92,7 +92,7 @@ def test_reconnect_resets_the_broker_side_epoch_and_the_queue() -> None:
 
 
 def test_a_seek_whose_reset_fails_leaves_the_consumer_epoch_where_it_was() -> None:
-    """Issue 15, deviation 2: the seek's epoch is adopted only together with its reset.  Adopted
+    """The seek's epoch is adopted only together with its reset.  Adopted
     first and kept after a failed reset, messages from the old position would carry the new epoch
     and pass the client's filter."""
     d, client = _reader(cursor_checks=True)
@@ -109,7 +109,7 @@ def test_a_seek_whose_reset_fails_leaves_the_consumer_epoch_where_it_was() -> No
 
 
 def test_a_connection_that_joins_during_a_read_gets_its_own_epoch_on_that_reads_messages() -> None:
-    """Issue 15, deviation 1: a read captures each connection's epoch when it starts.  Keyed by
+    """A read captures each connection's epoch when it starts.  Keyed by
     consumer *name*, a consumer that reconnected with a higher epoch while the read was in flight
     got the old connection's epoch: its client dropped every message, the broker kept them
     pending for it, and they were never redelivered."""

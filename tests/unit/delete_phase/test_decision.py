@@ -94,7 +94,7 @@ def test_mark_phase_request_still_listed_is_looked_at_again_within_the_grace(rea
     (the ledger would leave the list a moment later with no request left: an orphan)."""
     listed = Facts(NOW, attempts=50, references=("listed in the managed ledger",), bookkeeper=bk())
     # first sight: the grace begins now (this daemon's clock), whatever markedAt says — a trim
-    # host whose clock is a day behind still gets its window (finding 9 of issue 27)
+    # host whose clock is a day behind still gets its window
     for marked_at in (NOW - 10_000, NOW - DAY_MS, NOW + 3_600_000):
         fresh = decision.decide(req(reason=reason, markedAt=marked_at), listed, POLICY)
         assert (fresh.verdict, fresh.kind) == (Verdict.RECONSUME, Kind.IN_USE_GRACE)
@@ -162,7 +162,7 @@ def test_open_ledgers_wait(state: str) -> None:
 
 @pytest.mark.parametrize("reason", ["orphan", "manual", "trim", "topic-deleted"])
 def test_young_ledgers_wait_until_old_enough_unless_the_facts_prove_them_superseded(reason: str) -> None:
-    """The reason is a claim: it buys nothing (finding 1 of issue 27).  Only a proof read from the
+    """The reason is a claim: it buys nothing.  Only a proof read from the
     metadata (the owner already records a newer ledger, or is gone) lets a young ledger go."""
     young = bk(ctime=NOW - 3_600_000)  # an hour old
     action = decision.decide(req(reason=reason), Facts(NOW, bookkeeper=young), POLICY)

@@ -240,7 +240,7 @@ class _CrashingPipeline(DeletePipeline):
 
 
 def test_a_pipeline_failing_outright_reconsumes_the_batch_not_strands_it() -> None:
-    """Found from outside (attack32): an error escaping the pipeline left its batch in hand, unacked."""
+    """An error escaping the pipeline reconsumes its batch: it is not left in hand, unacked."""
     msgs = [message(1), message(2)]
     consumer, publisher = FakeConsumer(list(msgs)), FakePublisher()
     worker = DeletePhaseWorker(

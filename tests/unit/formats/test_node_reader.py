@@ -1,4 +1,4 @@
-"""read_decoded: the one "get, refuse absent, decode, name the path" helper, without a server."""
+"""read_decoded: the one "get, refuse absent, decode, name the path" function, without a server."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ class FakeNode:
 
 
 class DictStore(NodeGetter[FakeNode]):
-    """``get(path) -> node | None`` over a dict: all the helper needs of a store.  Declares
+    """``get(path) -> node | None`` over a dict: all ``read_decoded`` needs of a store.  Declares
     :class:`NodeGetter`, so the type checker holds it (and ``FakeNode``, a ``StoredNode``) to that contract."""
 
     def __init__(self, nodes: dict[str, FakeNode]) -> None:

@@ -50,14 +50,14 @@ def test_the_json_form_is_the_summary_with_what_was_done(capsys: pytest.CaptureF
 
 def test_no_missing_ledgers_is_still_a_row(capsys: pytest.CaptureFixture[str]) -> None:
     """The data-loss alarm shows 0 too: a row that appears only when there is trouble reads, when
-    absent, the same as a scan that never looked (issue 31.9)."""
+    absent, the same as a scan that never looked."""
     _print(CommonOptions(), outcome(replace(SUMMARY, missing_ledgers=0)), None, None)
     text = " ".join(capsys.readouterr().out.split())
     assert "missing ledgers (referenced, absent) │ 0" in text
 
 
 def test_missing_ledgers_are_named_then_counted(capsys: pytest.CaptureFixture[str]) -> None:
-    """A CronJob's log is where an operator looks first: it names the missing ledgers (issue 31.5)."""
+    """A CronJob's log is where an operator looks first: it names the missing ledgers."""
     missing = [MissingLedger(100 + i, "ledger", "persistent://t/ns/x", None) for i in range(MISSING_LOGGED)]
     data = ReportData(replace(SUMMARY, missing_ledgers=MISSING_LOGGED + 5), missing=missing)
     done = ScanOutcome(inventories=None, results=None, data=data, from_snapshot=False,  # type: ignore[arg-type]
