@@ -61,8 +61,10 @@ from pathlib import Path
 from typing import Any
 
 from deletion_service.audit import record, trail
-from deletion_service.audit.publish import TopicCopy
+from deletion_service.audit.publish import TopicCopy, audit_topic
 from deletion_service.audit.record import Entry
+from deletion_service.broker.interface import BrokerClient
+from deletion_service.config import DeletionConfig
 from deletion_service.delete_phase.consumer.disposer import RecordsNotWritten
 from deletion_service.delete_phase.consumer.worker import Settled
 from deletion_service.delete_phase.rules.decision import Action
@@ -337,3 +339,11 @@ def _append(path: Path, data: bytes) -> int:
         return os.fstat(fd).st_ino
     finally:
         os.close(fd)
+
+
+def daemon_writer(config: DeletionConfig, data_dir: Path, broker: BrokerClient) -> AuditWriter:
+    """``<data-dir>/audit/``, rotated at ``ledgerDeletionAuditFileMaxBytes``; with
+    ``ledgerDeletionAuditTopicEnabled``, every record also goes to ``<ledgerDeletionTopic>-AUDIT``."""
+    copy = TopicCopy(broker, audit_topic(config.ledger_deletion_topic)) \
+        if config.ledger_deletion_audit_topic_enabled else None
+    return AuditWriter(trail.audit_dir(data_dir), config.ledger_deletion_audit_file_max_bytes, publish=copy)

@@ -1,4 +1,5 @@
-"""The daemon's backlog gauges: requests in flight and the DLQ's size, read from the broker's statistics.
+"""The daemon's gauges: requests in flight and the DLQ's size, read from the broker's statistics, and
+the cursors' health, read from the metadata store (:class:`CursorHealthWatch`).
 
 A gauge that says 0 while requests are parked is worse than no gauge: an alert
 trusts it.  Right after a start the broker's statistics may not yet count what
@@ -27,12 +28,16 @@ import logging
 from collections.abc import Callable
 
 from deletion_service.broker.interface import BrokerClient, BrokerError
+from deletion_service.cursor import health
+from deletion_service.cursor.ack_budget import PersistBudget
 from deletion_service.dlq.marker import MarkerKey
 from deletion_service.dlq.operations import list_dlq
 from deletion_service.inflight import BacklogSource, MetricsBacklog
-from deletion_service.metrics import DeletionMetrics
+from deletion_service.metrics import CursorHealthGauges, DeletionMetrics, namespace_of
 from deletion_service.protocol.topics import DeletionTopics
+from deletion_service.service import LedgerDeletionService
 from metastore import MetadataStore
+from metastore.interface import MetadataStoreError
 
 _log = logging.getLogger("deletion_service.daemon")  # the daemon's pieces log under one name
 
@@ -90,3 +95,42 @@ class BacklogGauges:
         if self._parked is not None and isinstance(self.backlog, MetricsBacklog):
             return self._parked(served)
         return sum(self.backlog.backlog([t.dlq for t in served], self._subscriptions.dlq_subscription).values())
+
+
+class CursorHealthWatch:
+    """One check of every cursor in scope per :meth:`check`, into :class:`~.metrics.CursorHealthGauges`:
+    every ``ledgerDeletionCursorHealthRefreshSeconds`` (300 s; 0 turns it off, and the cursor alert
+    cannot fire).
+
+    The cursor alert (``LedgerDeletionCursorAckStateNearBudget``) needs a long-running process that
+    sees cursors; ``cursor reset`` and ``cursor health`` run in short CLI processes nobody scrapes.
+    It reads what ``cursor health --all`` reads, the same way (nodes listed and read in batches,
+    read-only), on its own thread (:mod:`.periodic`), so many cursors never delay a batch.  A
+    restricted daemon exports only its own namespaces' cursors.  A store that cannot be read is
+    logged once and the last reading stays exported: a cursor near its budget does not look fine
+    because ZooKeeper blinked."""
+
+    def __init__(self, store: MetadataStore, budget: PersistBudget, gauges: CursorHealthGauges,
+                 in_scope: Callable[[], Callable[[str], bool] | None]) -> None:
+        self.store, self.budget, self.gauges = store, budget, gauges
+        self._in_scope = in_scope  # asked at each check: the CLI restricts the service after building it
+        self._warned = False
+
+    @classmethod
+    def for_service(cls, service: LedgerDeletionService) -> CursorHealthWatch:
+        return cls(service.store, PersistBudget.from_config(service.config), service.metrics.cursors,
+                   lambda: service.restricted_to)
+
+    def check(self) -> None:
+        try:
+            cursors = health.check(self.store, self.budget)
+        except MetadataStoreError as e:
+            if not self._warned:
+                _log.warning("cannot read the cursors for the cursor-health gauges (the last reading stays): %s", e)
+                self._warned = True
+            return
+        self._warned = False
+        allowed = self._in_scope()
+        if allowed is not None:
+            cursors = [c for c in cursors if allowed(namespace_of(c.topic))]
+        self.gauges.set(cursors, health.effective_budget(self.budget, self.store))

@@ -26,8 +26,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from deletion_service.daemon.cursor_gauges import CursorHealthWatch
-from deletion_service.daemon.gauges import BacklogGauges, parked_in_dlq
+from deletion_service.daemon.gauges import BacklogGauges, CursorHealthWatch, parked_in_dlq
 from deletion_service.daemon.idle import QUIET_S, IdleCheck, IdleState
 from deletion_service.daemon.loop import BatchLoop
 from deletion_service.daemon.periodic import Periodic

@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from deletion_service import demo as demo_mod
-from deletion_service.audit.wiring import daemon_writer
+from deletion_service.audit.writer import daemon_writer
 from deletion_service.cli import options, settings
 from deletion_service.cli.command_environment import open_environment
 from deletion_service.clock_text import local_moment

@@ -13,11 +13,15 @@ from typing import Annotated
 import typer
 
 from deletion_service import logs
-from deletion_service.audit.wiring import daemon_writer
+from deletion_service.admin.app import create_app
+from deletion_service.admin.deps import AdminDeps
+from deletion_service.admin.server import AdminServer
+from deletion_service.admin.token import load_admin_token
+from deletion_service.audit.writer import daemon_writer
 from deletion_service.cli import connections, options, settings
-from deletion_service.cli.admin_wiring import start_admin
-from deletion_service.cli.command_environment import open_environment
+from deletion_service.cli.command_environment import CommandEnvironment, open_environment
 from deletion_service.config import DeletionConfig
+from deletion_service.cursor import epoch_metrics as cursor_metrics
 from deletion_service.daemon.run import Daemon
 from deletion_service.delete_phase.process.child import DeleteProcessDied, DeleteProcessSpec
 from deletion_service.delete_phase.process.choice import use_delete_process
@@ -186,3 +190,12 @@ def _scope(cfg: DeletionConfig, store: MetadataStore, tenant: str | None,
             raise UsageError("--tenant/--namespace need ledgerDeletionTopicScope = namespace")
         return None, True
     return (lambda: discover(store, tenant, namespace)), tenant is None and namespace is None
+
+
+def start_admin(env: CommandEnvironment, service: LedgerDeletionService, address: str,
+                liveness: Callable[[], str | None] = lambda: None) -> AdminServer:
+    """Refuses a non-loopback address without a token and a port in use, with one clear error."""
+    token = load_admin_token(env.config.admin_token_file)
+    deps = AdminDeps.for_service(service, env.backlog, token, [cursor_metrics.REGISTRY])
+    deps.liveness = liveness
+    return AdminServer(create_app(deps), address, token is not None).start()

@@ -22,8 +22,7 @@ from deletion_service.audit import trail
 from deletion_service.audit.publish import audit_topic
 from deletion_service.audit.reader import Query, select
 from deletion_service.audit.verify import verify
-from deletion_service.audit.wiring import daemon_writer
-from deletion_service.audit.writer import AuditWriter
+from deletion_service.audit.writer import AuditWriter, daemon_writer
 from deletion_service.cluster_writer import pulsar_custom_metadata
 from deletion_service.protocol.request import DeleteLedgerPayload
 from deletion_service.service import SyncOutcome

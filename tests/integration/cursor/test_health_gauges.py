@@ -12,7 +12,7 @@ from prometheus_client import generate_latest
 
 from deletion_service.cluster_writer import ClusterWriter
 from deletion_service.cursor.ack_budget import PersistBudget
-from deletion_service.daemon.cursor_gauges import CursorHealthWatch
+from deletion_service.daemon.gauges import CursorHealthWatch
 from deletion_service.metrics import DeletionMetrics
 from metastore import open_store
 from metastore.formats import ManagedCursorInfo, MessageRange, Position, cursor_path, encode_cursor
