@@ -187,7 +187,7 @@ class DeletionMetrics:
         ProcessCollector(registry=r)
         Info(f"{PREFIX}_build", "The running build: package version and Python", registry=r).info(
             {"version": _version(), "python": platform.python_version()})
-        self.cursors = CursorHealthGauges(r)  # set by the daemon's periodic cursor check (daemon_cursor_gauges)
+        self.cursors = CursorHealthGauges(r)  # set by the daemon's periodic cursor check (daemon/gauges.py)
         self.dispose_failures = Counter(
             f"{PREFIX}_dispose_failures", "Failed attempts to publish a RETRY/DLQ copy or to ack", registry=r)
 

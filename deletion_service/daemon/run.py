@@ -3,13 +3,13 @@
 Each job has its own module; this one only puts them together and runs them
 in the order the CLI (``run``) and the tests drive:
 
-* :mod:`.daemon_loop` — the delete-phase thread: batch after batch, chores between;
-* :mod:`.daemon_gauges` — the backlog gauges, never a false 0;
-* :mod:`.daemon_cursor_gauges` — every cursor in scope, read every few minutes for the cursor alert;
-* :mod:`.daemon_periodic` — the gauges' own threads: a wedged batch must not freeze them;
-* :mod:`.daemon_summary` — the periodic one-line summary;
-* :mod:`.daemon_namespaces` — namespace scope: what to serve, and new namespaces;
-* :mod:`.daemon_idle` — --exit-when-idle's judgement and what it says meanwhile;
+* :mod:`.loop` — the delete-phase thread: batch after batch, chores between;
+* :mod:`.gauges` — the backlog gauges, never a false 0, and every cursor in scope, read every few
+  minutes for the cursor alert;
+* :mod:`.periodic` — the gauges' own threads: a wedged batch must not freeze them;
+* :mod:`.summary` — the periodic one-line summary;
+* :mod:`.scope_refresh` — namespace scope: what to serve, and new namespaces;
+* :mod:`.idle` — --exit-when-idle's judgement and what it says meanwhile;
 * here — :meth:`Daemon.wait` (stopped, idle, out of time, or the embedded broker gone)
   and :meth:`Daemon.stop`.
 
