@@ -52,8 +52,8 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoS3Server
 @pytest.fixture(scope="module")
 def module_pulsar_lite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PulsarLiteBroker]:
     """A pulsar-lite process of the module's own, for daemons its tests SIGKILL: pulsar-lite keeps the
-    consumers of a connection that ended with a reset, and on the session's broker they broke later tests
-    of the same worker (a subscribe timed out in test_consumer_ids after the attack32 kills)."""
+    consumers of a connection that ended with a reset, and on the session's broker they would break later
+    tests of the same worker (a later subscribe times out)."""
     broker = PulsarLiteBroker(tmp_path_factory.mktemp("module-pulsar-lite")).start()
     yield broker
     broker.stop()
