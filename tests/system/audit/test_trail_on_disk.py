@@ -168,3 +168,24 @@ def test_group_commit_makes_records_durable_and_anchored_within_the_interval(tmp
         time.sleep(0.02)
     assert verify(writer.directory).whole
     writer.close()
+
+
+BATCH_WRITER = """
+import sys
+from pathlib import Path
+from deletion_service.audit.writer import AuditWriter
+from tests.support.audit_entries import entry
+w = AuditWriter(Path(sys.argv[1]), 8192)
+for i in range(int(sys.argv[2])):
+    assert None not in w.write_all([entry(i * 10 + k) for k in range(10)])
+w.close()
+"""
+
+
+def test_two_processes_appending_batches_never_fork_the_chain(tmp_path: Path) -> None:
+    directory = trail.audit_dir(tmp_path)
+    procs = [subprocess.Popen([sys.executable, "-c", BATCH_WRITER, str(directory), "30"]) for _ in range(3)]
+    assert [p.wait(120) for p in procs] == [0, 0, 0]
+    verdict = verify(directory)
+    assert verdict.whole, verdict.broken
+    assert verdict.records == 900

@@ -1,11 +1,9 @@
 """Batched appends (``AuditWriter.write_all``, one per settled batch of the worker) write the very
-trail one-at-a-time appends write: the same lines, byte for byte, across rotations and restarts;
-two processes appending batches to one directory never fork the chain."""
+trail one-at-a-time appends write: the same lines, byte for byte, across rotations and restarts.
+(Two processes appending batches to one directory: tests/system/audit/test_trail_on_disk.py.)"""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 from deletion_service.audit import trail
@@ -55,22 +53,3 @@ def test_a_batch_that_cannot_be_written_is_logged_whole_and_returns_none(tmp_pat
     assert len(lost) == 2 and '"ledgerId":2' in lost[1].getMessage()
 
 
-WRITER = """
-import sys
-from pathlib import Path
-from deletion_service.audit.writer import AuditWriter
-from tests.support.audit_entries import entry
-w = AuditWriter(Path(sys.argv[1]), 8192)
-for i in range(int(sys.argv[2])):
-    assert None not in w.write_all([entry(i * 10 + k) for k in range(10)])
-w.close()
-"""
-
-
-def test_two_processes_appending_batches_never_fork_the_chain(tmp_path: Path) -> None:
-    directory = trail.audit_dir(tmp_path)
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(directory), "30"]) for _ in range(3)]
-    assert [p.wait(120) for p in procs] == [0, 0, 0]
-    verdict = verify(directory)
-    assert verdict.whole, verdict.broken
-    assert verdict.records == 900
