@@ -9,6 +9,9 @@ pulsar-lite broker, filesystem offloader, Spark local): ``scan-orphans --enqueue
 * an ordinary orphan data ledger;
 * then finding 7's scan side: the objects a failed earlier offload left under a uuid no context
   names, while its ledger is still listed with a later offload's uuid.
+
+The last scan of each, after the drain, runs in this process on the suite's Spark session
+(``rescan``): the CLI's scan is tested just before it, and each CLI scan costs a JVM.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import json
 import os
 import time
 from pathlib import Path
+
+from pyspark.sql import SparkSession
 
 from deletion_service.cluster_writer import ClusterWriter, pulsar_custom_metadata
 from deletion_service.testing.offload_objects import build_mapfile_data, pulsar_ledger_metadata
@@ -34,6 +39,7 @@ from metastore.formats import (
 from offloaders.interface import java_uuid
 from tests.support.cli_runner import run_cli
 from tests.support.harness import free_port
+from tests.system.orphan_scan.test_enqueue_then_drain import rescan
 
 TOPIC = "persistent://t/ns/orders"
 GONE = "persistent://t/ns/deleted-long-ago"
@@ -101,7 +107,8 @@ def _dlq(data_dir: Path) -> list:
     return json.loads(listed.stdout)
 
 
-def test_every_kind_of_orphan_is_reclaimed_and_no_live_ledger_is_counted(tmp_path: Path) -> None:
+def test_every_kind_of_orphan_is_reclaimed_and_no_live_ledger_is_counted(tmp_path: Path,
+                                                                          spark: SparkSession) -> None:
     data_dir = tmp_path / "d"
     _seed(data_dir)
     out = tmp_path / "out"
@@ -121,10 +128,11 @@ def test_every_kind_of_orphan_is_reclaimed_and_no_live_ledger_is_counted(tmp_pat
     assert _present(data_dir, sorted(ORPHANS)) == []
     assert _present(data_dir, sorted(LIVE)) == sorted(LIVE)
     assert _dlq(data_dir) == []
-    assert _scan(data_dir)["orphanLedgers"] == 0
+    assert rescan(spark, data_dir)["orphanLedgers"] == 0
 
 
-def test_a_failed_offloads_leftovers_are_reclaimed_and_the_live_copy_kept(tmp_path: Path) -> None:
+def test_a_failed_offloads_leftovers_are_reclaimed_and_the_live_copy_kept(tmp_path: Path,
+                                                                          spark: SparkSession) -> None:
     """Ledger 2 is listed, offloaded under ``live``; a failed earlier attempt left its objects under
     ``stale``, which no context names.  The scan reports them, enqueues an OFFLOAD_LEDGER request
     for (2, stale) at the place it found them, and the daemon deletes them: nothing else."""
@@ -159,4 +167,4 @@ def test_a_failed_offloads_leftovers_are_reclaimed_and_the_live_copy_kept(tmp_pa
     assert (base / ml / f"2-{live}" / "data").read_bytes() == data
     assert _present(data_dir, [1, 2]) == [1, 2]
     assert _dlq(data_dir) == []
-    assert _scan(data_dir)["orphanOffloadedObjects"] == 0
+    assert rescan(spark, data_dir)["orphanOffloadedObjects"] == 0
