@@ -1,4 +1,5 @@
-"""A real Spark standalone cluster for tests: one master and one worker from the pyspark wheel.
+"""Spark for tests: a real standalone cluster, one master and one worker from the pyspark wheel;
+and :func:`rescan`, the scan ``scan-orphans`` runs, in this process on a session already started.
 
 Started as an operator starts one (``bin/spark-class org.apache.spark.deploy.master.Master``
 and ``…deploy.worker.Worker spark://…``), on free loopback ports, each a process of its own
@@ -16,7 +17,12 @@ import urllib.request
 from pathlib import Path
 
 import pyspark
+from pyspark.sql import SparkSession
 
+from deletion_service.cli import settings
+from deletion_service.cli.commands.scan_orphans import _sources
+from deletion_service.cli.options import CommonOptions
+from deletion_service.orphans.scan import run_scan
 from tests.support.harness import ServerProcess, free_port, wait_until
 
 SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
@@ -103,3 +109,11 @@ class SparkCluster:
     def stop(self) -> None:
         self.worker.stop()
         self.master.stop()
+
+
+def rescan(spark: SparkSession, data_dir: Path, min_age_s: int = 86_400) -> dict:
+    """The summary ``scan-orphans --min-age`` would print for ``data_dir`` (its JSON form), scanned
+    in this process on ``spark`` with the stores and settings the CLI would read: a CLI scan costs a
+    JVM of its own, where a test only needs the scan's answer."""
+    opts = CommonOptions(data_dir=data_dir)
+    return run_scan(spark, _sources(opts, settings.load(opts).config), min_age_s).data.summary.to_json()

@@ -3,7 +3,8 @@
 Real components throughout, through the CLI as an operator runs it: the embedded
 SQLite store, the embedded pulsar-lite broker, PySpark in local mode.  The scan that checks
 the drain left nothing runs the same scan in this process, on the suite's Spark session
-(:func:`rescan`): a CLI scan costs a JVM of its own, and the CLI's way in is tested just before.
+(``tests.support.spark_cluster.rescan``): a CLI scan costs a JVM of its own, and the CLI's
+way in is tested just before.
 """
 
 from __future__ import annotations
@@ -14,15 +15,12 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from deletion_service.cli import settings
-from deletion_service.cli.commands.scan_orphans import _sources
-from deletion_service.cli.options import CommonOptions
 from deletion_service.cluster_writer import ClusterWriter, pulsar_custom_metadata, schema_custom_metadata
-from deletion_service.orphans.scan import run_scan
 from metastore import open_store
 from metastore.formats import Position, ledger_path
 from tests.support.cli_runner import run_cli
 from tests.support.harness import free_port
+from tests.support.spark_cluster import rescan
 
 TOPIC = "persistent://t/ns/orders"
 GONE = "persistent://t/ns/deleted-long-ago"
@@ -55,13 +53,6 @@ def _seed(data_dir: Path) -> dict[str, list[int]]:
 def _present(data_dir: Path, ids: list[int]) -> list[int]:
     with open_store(f"sqlite:///{data_dir / 'metadata.db'}") as store:
         return [lid for lid in ids if store.get(ledger_path("/ledgers", lid, "hierarchical")) is not None]
-
-
-def rescan(spark: SparkSession, data_dir: Path, min_age_s: int = DAY_MS // 1000) -> dict:
-    """The summary ``scan-orphans --min-age`` would print for ``data_dir`` (its JSON form), scanned
-    by this process on ``spark`` with the stores and settings the CLI would read."""
-    opts = CommonOptions(data_dir=data_dir)
-    return run_scan(spark, _sources(opts, settings.load(opts).config), min_age_s).data.summary.to_json()
 
 
 def test_scan_enqueue_then_the_daemon_deletes_exactly_the_orphans(tmp_path: Path, spark: SparkSession) -> None:

@@ -39,7 +39,7 @@ from metastore.formats import (
 from offloaders.interface import java_uuid
 from tests.support.cli_runner import run_cli
 from tests.support.harness import free_port
-from tests.system.orphan_scan.test_enqueue_then_drain import rescan
+from tests.support.spark_cluster import rescan
 
 TOPIC = "persistent://t/ns/orders"
 GONE = "persistent://t/ns/deleted-long-ago"
