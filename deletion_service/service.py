@@ -238,6 +238,8 @@ class LedgerDeletionService:
             return SyncResult(SyncOutcome.OUT_OF_SCOPE, f"this daemon serves only its own namespaces, not {asked}: "
                                                         "nothing verified or deleted")
         unrecorded = self.worker.disposer.trail_refused() if self.worker is not None else None
+        if unrecorded is None and self.audit is not None:  # idle, so no record was refused yet: ask the trail
+            unrecorded = self.audit.refusing or self.audit.writable()
         if unrecorded is not None:  # as the consumer: nothing deleted while the trail refuses records
             return SyncResult(SyncOutcome.UNAVAILABLE, f"{unrecorded}: nothing verified or deleted until it can be")
         request = self.pending(payload, reason)

@@ -104,6 +104,8 @@ def _dispositions_flowing(service: LedgerDeletionService) -> None:
 def _dependencies_up(service: LedgerDeletionService) -> None:
     """While a breaker is open the worker consumes nothing: not ready, whatever the probes say now."""
     down = service.worker.dependencies_down() if service.worker is not None else None
+    if down is None and service.audit is not None:
+        down = service.audit.refusing  # the trail's last append failed: nothing is deleted until one succeeds
     if down is not None:
         raise RuntimeError(down)
 

@@ -103,6 +103,8 @@ class AuditWriter:
         self._closed = threading.Event()
         self._flusher: threading.Thread | None = None
         self._refused_said_at: float | None = None  # monotonic, when a refused append was last said at ERROR
+        #: why the last append failed, until one succeeds: nothing is deleted synchronously meanwhile
+        self.refusing: str | None = None
 
     def close(self) -> None:
         """Sync what was appended, stop the flusher, then the topic copy (which sends what it has queued)."""
@@ -180,9 +182,35 @@ class AuditWriter:
 
     def append_all(self, entries: Sequence[Entry], written: list[tuple[dict[str, Any], str]]) -> None:
         """Append the records under the locks (see the module docstring for the order), adding each
-        record and its line to ``written`` once its file's write has returned; raises OSError."""
+        record and its line to ``written`` once its file's write has returned; raises OSError (and
+        :attr:`refusing` says why until an append succeeds)."""
         if not entries:
             return
+        try:
+            self._append_all(entries, written)
+        except Exception as e:
+            self.refusing = f"the audit trail in {self.directory} cannot be written ({type(e).__name__}: {e})"
+            raise
+        self.refusing = None
+
+    def writable(self) -> str | None:
+        """Why a record could not be appended now, or None: its lock held elsewhere (waited for as an
+        append waits), the newest file or the directory not writable (``chattr +i``, a read-only
+        volume).  Asked before a synchronous delete, so none happens whose record the trail would
+        refuse; a full disk shows only when an append fails (then :attr:`refusing` says so)."""
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            with self._lock, self._flocked():
+                newest = trail.file_path(self.directory, self._known[0]) if self._known is not None else None
+                if newest is not None and newest.exists():
+                    os.close(os.open(newest, os.O_WRONLY | os.O_APPEND))
+                elif not os.access(self.directory, os.W_OK):
+                    raise OSError(f"{self.directory} is not writable")
+        except OSError as e:
+            return f"the audit trail in {self.directory} cannot be written ({type(e).__name__}: {e})"
+        return None
+
+    def _append_all(self, entries: Sequence[Entry], written: list[tuple[dict[str, Any], str]]) -> None:
         with self._lock:
             if self._known is None:
                 self.directory.mkdir(parents=True, exist_ok=True)
@@ -331,11 +359,20 @@ class AuditWriter:
 
 
 def _append(path: Path, data: bytes) -> int:
+    """Append ``data`` whole or not at all: a short write (a full disk) is cut back to where the file
+    ended, under the trail's lock, so the records it held are neither half-written (``audit verify``
+    would call the file truncated for good) nor written twice when they are appended again."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        written = os.write(fd, data)
+        before = os.fstat(fd).st_size
+        try:
+            written = os.write(fd, data)
+        except OSError:
+            os.ftruncate(fd, before)  # nothing of it stays (a write that failed may still have landed some)
+            raise
         if written != len(data):
-            raise OSError(f"short write to {path}: {written} of {len(data)} bytes")
+            os.ftruncate(fd, before)
+            raise OSError(f"short write to {path}: {written} of {len(data)} bytes (cut back)")
         return os.fstat(fd).st_ino
     finally:
         os.close(fd)

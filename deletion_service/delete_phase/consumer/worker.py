@@ -79,8 +79,10 @@ class DeletePhaseWorker:
         self.intake = Intake(requests, retries, publisher, policy, metrics, self.limits, settled_recently,
                              self.ack_tally, clock)
         self.disposer = Disposer(publisher, metrics, self.limits, self.hooks, settled_recently, self.ack_tally, clock)
-        if bookkeeper_lane is not None:  # its deletes wait while the trail refuses records, as this thread's do
-            bookkeeper_lane.may_delete = lambda: self.disposer.trail_refused() is None
+        # the lanes' deletes wait while the trail refuses records, as this thread's do
+        for lane in (bookkeeper_lane, offload_lane):
+            if lane is not None:
+                lane.may_delete = lambda: self.disposer.trail_refused() is None
         self.busy = False
         #: Set when the daemon stops: finish the batch in hand, retry nothing parked, take nothing new
         #: (what is left unacked returns to the subscription when the consumers close).
@@ -242,7 +244,8 @@ class DeletePhaseWorker:
         deadline = time.monotonic() + wait_s
         with self._lock, logs.one_write_per_batch():  # the batch it decided first: its records let the next delete
             settled = self._settle_bookkeeper_lane()
-        left = self.bookkeeper_lane.quiesce(wait_s) if self.bookkeeper_lane is not None else 0
+        left = self.bookkeeper_lane.quiesce(max(0.0, deadline - time.monotonic())) \
+            if self.bookkeeper_lane is not None else 0  # within the one bound: records may have waited
         if self.offload_lane is not None:
             left += self.offload_lane.quiesce(max(0.0, deadline - time.monotonic()))
         with self._lock, logs.one_write_per_batch():
@@ -256,10 +259,15 @@ class DeletePhaseWorker:
 
     def _settle_offloads(self) -> int:
         """Dispose of the offload requests the lane has decided (this thread owns every disposition)."""
-        done = self.offload_lane.finished() if self.offload_lane is not None else []
-        for d in done:
-            d.take_back()
-        self._dispose_all(done)
+        if self.offload_lane is None:
+            return 0
+        done = self.offload_lane.finished()
+        try:
+            for d in done:
+                d.take_back()
+            self._dispose_all(done)
+        finally:
+            self.offload_lane.disposed(len(done))  # recorded: the lane's next deletes may go on
         return len(done)
 
     def _settle_bookkeeper_lane(self) -> int:

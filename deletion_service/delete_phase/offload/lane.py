@@ -40,6 +40,7 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 
 from deletion_service.delete_phase.consumer.copies import attempts, grace_since
 from deletion_service.delete_phase.pipeline import DeletePipeline
@@ -68,6 +69,9 @@ class OffloadLane:
         #: target key -> requests waiting for it to answer, each with the (transient) action it met
         self._held: dict[str, list[tuple[MessageInHand, Action]]] = {}
         self._outbox: list[MessageInHand] = []
+        self._disposing = 0  # decided requests the worker took and has not yet said it disposed of
+        #: whether deletes may go on (the worker's: not while the audit trail refuses records)
+        self.may_delete: Callable[[], bool] = lambda: True
         self._working = 0
         self._quiescing = False  # a graceful stop: take nothing new, finish what is in hand
         self._cond = threading.Condition()
@@ -103,10 +107,23 @@ class OffloadLane:
             self._cond.notify_all()
 
     def finished(self) -> list[MessageInHand]:
-        """Decided requests, for the worker thread to publish and ack."""
+        """Decided requests, for the worker thread to publish and ack; it says :meth:`disposed` when it
+        has (the next batch's deletes wait for that)."""
         with self._cond:
             out, self._outbox = self._outbox, []
+            self._disposing += len(out)
             return out
+
+    def disposed(self, count: int) -> None:
+        """The worker has disposed of (recorded, acked, or left for another try) ``count`` of those
+        :meth:`finished` gave it."""
+        with self._cond:
+            self._disposing -= count
+            self._cond.notify_all()
+
+    def _may_go_on(self) -> bool:
+        """(Under the condition.)  Nothing decided here waits for its record, and deletes may go on."""
+        return not self._outbox and not self._disposing and self.may_delete()
 
     def down(self) -> str | None:
         """For ``/readyz``: targets that answered before and do not now."""
@@ -139,10 +156,13 @@ class OffloadLane:
         return self._inbox if all(self.breakers.has_answered(k) for k in keys) else self._probation
 
     def _take(self, queue: deque[MessageInHand], limit: int) -> list[MessageInHand]:
+        """The next batch, once the requests this lane decided before are recorded (taken back and
+        disposed of by the worker) and the worker lets deletes go on: a daemon killed, or a trail that
+        refuses records, leaves at most the batches in hand deleted and unrecorded, as for BookKeeper."""
         with self._cond:
-            if not queue or self._quiescing:
+            if not queue or self._quiescing or not self._may_go_on():
                 self._cond.wait(0.2)
-            if self._quiescing:
+            if self._quiescing or not self._may_go_on():
                 return []
             batch = [queue.popleft() for _ in range(min(limit, len(queue)))]
             self._working += len(batch)

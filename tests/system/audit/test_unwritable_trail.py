@@ -98,3 +98,23 @@ def _admin_delete(daemon: Replica, topic: str, ledger_id: int) -> int:
             return r.status
     except urllib.error.HTTPError as e:
         return e.code
+
+
+def test_an_idle_daemon_whose_trail_refuses_deletes_nothing_through_the_admin_api(world: DeleteProcessWorld) -> None:
+    """With nothing in hand no record has been refused yet, so only the trail itself can say it cannot take
+    one: the synchronous delete asks it first, and answers 503 with the ledger left in place rather than
+    delete it unrecorded.  Once the trail is writable the same call deletes and records."""
+    [daemon] = world.add_replicas(1)
+    daemon.start().wait_ready()
+    world.enqueue(world.orphans(3))
+    world.wait_drained(60)  # the trail has a file now, and the daemon is idle
+    first, second = world.orphans(2)
+    files = sorted((daemon.data_dir / "audit").glob("audit-*.jsonl"))
+    with _immutable(files[-1]):
+        assert _admin_delete(daemon, world.topic, first) == 503
+        assert _admin_delete(daemon, world.topic, second) == 503
+        assert {first, second} <= set(world.left()), "nothing deleted while the trail refuses"
+    assert _admin_delete(daemon, world.topic, first) == 200
+    wait_until(lambda: world.deletions().get(first) == 1, 10, "the admin delete recorded")
+    assert first not in world.left() and second in world.left()
+    assert unrecorded(world) == set()

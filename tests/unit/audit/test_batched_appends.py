@@ -4,6 +4,7 @@ trail one-at-a-time appends write: the same lines, byte for byte, across rotatio
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from deletion_service.audit import trail
@@ -53,3 +54,34 @@ def test_a_batch_that_cannot_be_written_is_logged_whole_and_returns_none(tmp_pat
     assert len(lost) == 2 and '"ledgerId":2' in lost[1].getMessage()
 
 
+
+
+def test_a_short_write_leaves_the_file_as_it_was_and_the_records_are_written_once_later(
+        tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """A full disk writes part of an append and refuses the rest.  The part must not stay: it would be
+    written again with the whole batch once there is room (recorded twice) and leave a half record that
+    ``audit verify`` calls truncated for good.  ``os.write`` is replaced for one call only, to produce
+    the short write a real full disk produces (a test cannot fill this machine's disk)."""
+    w = AuditWriter(tmp_path / "audit", daemon="d", clock=lambda: 1.0)
+    assert w.write_all([entry(1)]) != [None]
+    [(_, path)] = trail.files(tmp_path / "audit")
+    before = path.read_bytes()
+    real_write = os.write
+    calls = []
+
+    def short_write(fd: int, data: bytes) -> int:
+        if not calls:
+            calls.append(len(data))
+            return real_write(fd, data[: len(data) // 2 + 3])  # whole lines and part of one
+        return real_write(fd, data)
+
+    monkeypatch.setattr("deletion_service.audit.writer.os.write", short_write)
+    assert w.write_all([entry(2), entry(3), entry(4)]) == [None, None, None]
+    assert path.read_bytes() == before, "the short write was cut back"
+    assert w.refusing is not None
+    written = w.write_all([entry(2), entry(3), entry(4)])  # room again: the batch once more
+    w.close()
+    assert [r["seq"] for r in written if r is not None] == [2, 3, 4]
+    assert w.refusing is None
+    verdict = verify(tmp_path / "audit")
+    assert verdict.whole and verdict.records == 4
