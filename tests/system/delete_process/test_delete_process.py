@@ -117,7 +117,8 @@ def test_a_daemon_killed_disposing_of_a_batch_leaves_no_later_delete_unrecorded(
     assert daemon.stop(signal.SIGKILL) == KILLED
     gone_from_zookeeper = set(world.ledgers) - set(world.left())
     recorded = set(world.deletions())
-    assert len(recorded) == 10, sorted(recorded)
+    # the first batch: at most 10 (a loaded machine may take it before all 10 requests arrived)
+    assert 0 < len(recorded) <= 10, sorted(recorded)
     assert gone_from_zookeeper == recorded, f"deleted, not recorded: {sorted(gone_from_zookeeper - recorded)}"
 
 
