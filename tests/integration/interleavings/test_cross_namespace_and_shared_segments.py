@@ -88,8 +88,9 @@ SEED = int(os.environ.get("SCOPES_SEED") or random.SystemRandom().randrange(2**3
 #: ``scripts/soak_long.sh`` runs longer ones.
 ROUNDS = int(os.environ.get("SCOPES_ROUNDS") or 30)
 BUDGET_S = float(os.environ.get("SCOPES_BUDGET_S") or 15)
-#: rounds run whatever the budget says, and more until a trim removed something (up to ``ROUNDS``), so a
-#: loaded machine still exercises what the test asserts it did
+#: rounds run whatever the budget says, and more (up to ``ROUNDS``) until the run has done what the test
+#: asserts it exercised (:func:`exercised`), so a loaded machine that fits fewer rounds in the budget still
+#: does it
 MIN_ROUNDS = 5
 GRACE_S = 3
 RECONSUME_S = 1
@@ -594,6 +595,14 @@ def settle_tenancy(w: World, s: Settled) -> None:
 # ---------------------------------------------------------------- the test
 
 
+def exercised(w: World) -> bool:
+    """Whether the rounds so far have given the end state what the test asserts it saw: a trim, and a
+    segment all of whose ledgers were trimmed (so the drain can reclaim it)."""
+    with w.truth.lock:
+        trimmed = set(w.truth.trimmed)
+        return bool(trimmed) and any(set(seg.ledgers) <= trimmed for seg in w.truth.segments)
+
+
 @pytest.mark.slow
 def test_cross_namespace_requeues_and_shared_segments_interleaved(
         world: World, pulsar_broker: PulsarLiteBroker, capsys: pytest.CaptureFixture[str]) -> None:
@@ -629,7 +638,7 @@ def test_cross_namespace_requeues_and_shared_segments_interleaved(
     try:
         rounds_began = time.monotonic()  # the budget is the rounds': set-up on a loaded machine must not eat it
         for rnd in range(ROUNDS):
-            if rnd >= MIN_ROUNDS and w.truth.trimmed and time.monotonic() - rounds_began > BUDGET_S:
+            if rnd >= MIN_ROUNDS and exercised(w) and time.monotonic() - rounds_began > BUDGET_S:
                 break
             w.round = rnd
             rng = random.Random(f"{SEED}/{rnd}")
