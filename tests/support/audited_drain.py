@@ -4,6 +4,13 @@ gone from ZooKeeper that no trail records ``deleted``."""
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
 from tests.support.delete_process_world import STARTED, DeleteProcessWorld, delete_process, log
 from tests.support.harness import wait_until
 from tests.support.replicas_world import Replica
@@ -43,3 +50,16 @@ def draining(world: DeleteProcessWorld) -> Replica:
     world.enqueue(world.orphans(300))
     wait_until(lambda: len(world.left()) < len(world.ledgers) - 20, 60, "the drain under way")
     return daemon
+
+
+@contextmanager
+def immutable(path: Path) -> Iterator[None]:
+    """``path`` made immutable (``chattr +i``: no process may write it, root's included) for the block;
+    the test is skipped where the file system refuses ``chattr``."""
+    made = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True, check=False)
+    if made.returncode != 0:
+        pytest.skip(f"chattr +i refused here: {made.stderr.strip()}")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)

@@ -11,33 +11,16 @@ pulsar-lite; the judge reads ZooKeeper and the trail's files.  Needs root and a 
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 
-import pytest
-
-from tests.support.audited_drain import BATCH, batches, draining, unrecorded
+from tests.support.audited_drain import BATCH, batches, draining, immutable, unrecorded
 from tests.support.delete_process_world import DeleteProcessWorld, delete_process, world
 from tests.support.harness import wait_until
 from tests.support.replicas_world import Replica
 
 __all__ = ["world"]
-
-
-@contextmanager
-def _immutable(path: Path) -> Iterator[None]:
-    made = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True, check=False)
-    if made.returncode != 0:
-        pytest.skip(f"chattr +i refused here: {made.stderr.strip()}")
-    try:
-        yield
-    finally:
-        subprocess.run(["chattr", "-i", str(path)], check=True)
 
 
 def _unrecorded_past(world: DeleteProcessWorld, bound: int, within_s: float) -> set[int]:
@@ -51,7 +34,7 @@ def _unrecorded_past(world: DeleteProcessWorld, bound: int, within_s: float) -> 
 def test_a_daemon_that_cannot_write_its_trail_deletes_no_further_batch(world: DeleteProcessWorld) -> None:
     daemon = draining(world)
     files = sorted((daemon.data_dir / "audit").glob("audit-*.jsonl"))
-    with _immutable(files[-1]):
+    with immutable(files[-1]):
         found = _unrecorded_past(world, BATCH, within_s=5)
         assert len(found) <= BATCH, (len(found), len(world.left()))
     # writable again: the batch it could not record is recorded now (its messages waited unacked), the drain ends
@@ -73,7 +56,7 @@ def test_a_one_process_daemon_that_cannot_write_its_trail_deletes_no_further_bat
     wait_until(lambda: len(world.left()) < len(world.ledgers) - 20, 60, "the drain under way")
     assert delete_process(daemon) is None
     files = sorted((daemon.data_dir / "audit").glob("audit-*.jsonl"))
-    with _immutable(files[-1]):
+    with immutable(files[-1]):
         found = _unrecorded_past(world, BATCH, within_s=5)
         assert len(found) <= BATCH, (len(found), len(world.left()))
         wait_until(lambda: not daemon.ready(), 10, "/readyz failing while the trail refuses records")
@@ -110,7 +93,7 @@ def test_an_idle_daemon_whose_trail_refuses_deletes_nothing_through_the_admin_ap
     world.wait_drained(60)  # the trail has a file now, and the daemon is idle
     first, second = world.orphans(2)
     files = sorted((daemon.data_dir / "audit").glob("audit-*.jsonl"))
-    with _immutable(files[-1]):
+    with immutable(files[-1]):
         assert _admin_delete(daemon, world.topic, first) == 503
         assert _admin_delete(daemon, world.topic, second) == 503
         assert {first, second} <= set(world.left()), "nothing deleted while the trail refuses"

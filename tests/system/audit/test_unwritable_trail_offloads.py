@@ -14,11 +14,11 @@ import json
 import subprocess
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from tests.support.audited_drain import immutable
 from tests.support.deletion_world import S3Bucket
 from tests.support.harness import MotoS3Server, PulsarLiteBroker, wait_until
 from tests.support.replica_tools import SlowDeletes, bucket_behind_slow_deletes
@@ -40,17 +40,6 @@ def world(tmp_path: Path, zk_url: str, pulsar_broker: PulsarLiteBroker) -> Itera
 def slow_s3(s3_server: MotoS3Server) -> Iterator[tuple[SlowDeletes, S3Bucket]]:
     with bucket_behind_slow_deletes(s3_server, delay_s=0.05) as slow:
         yield slow
-
-
-@contextmanager
-def _immutable(path: Path) -> Iterator[None]:
-    made = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True, check=False)
-    if made.returncode != 0:
-        pytest.skip(f"chattr +i refused here: {made.stderr.strip()}")
-    try:
-        yield
-    finally:
-        subprocess.run(["chattr", "-i", str(path)], check=True)
 
 
 def _gone(bucket: S3Bucket, copies: dict[int, list[str]]) -> set[int]:
@@ -97,7 +86,7 @@ def test_the_offload_lane_deletes_no_further_batch_while_the_trail_refuses(
     wait_until(lambda: len(_recorded_deleted(world)) >= 2 * BATCH, 60, "the drain under way", interval=0.2)
 
     files = sorted((daemon.data_dir / "audit").glob("audit-*.jsonl"))
-    with _immutable(files[-1]):
+    with immutable(files[-1]):
         gone = _settled_down(bucket, copies, quiet_s=3, within_s=60)
         unrecorded = gone - set(_recorded_deleted(world))
         assert len(unrecorded) <= BATCH + 1, (len(unrecorded), len(gone))
