@@ -103,8 +103,7 @@ class AuditWriter:
         self._closed = threading.Event()
         self._flusher: threading.Thread | None = None
         self._refused_said_at: float | None = None  # monotonic, when a refused append was last said at ERROR
-        #: why the last append failed, until one succeeds: nothing is deleted synchronously meanwhile
-        self.refusing: str | None = None
+        self.refusing: str | None = None  # why the last append failed, until one succeeds
 
     def close(self) -> None:
         """Sync what was appended, stop the flusher, then the topic copy (which sends what it has queued)."""
@@ -181,9 +180,8 @@ class AuditWriter:
         return written[0]
 
     def append_all(self, entries: Sequence[Entry], written: list[tuple[dict[str, Any], str]]) -> None:
-        """Append the records under the locks (see the module docstring for the order), adding each
-        record and its line to ``written`` once its file's write has returned; raises OSError (and
-        :attr:`refusing` says why until an append succeeds)."""
+        """Append the records under the locks (the module docstring's order), adding each to ``written`` once
+        its file's write returned; raises OSError (:attr:`refusing` says why until an append succeeds)."""
         if not entries:
             return
         try:
@@ -194,16 +192,14 @@ class AuditWriter:
         self.refusing = None
 
     def writable(self) -> str | None:
-        """Why a record could not be appended now, or None: its lock held elsewhere (waited for as an
-        append waits), the newest file or the directory not writable (``chattr +i``, a read-only
-        volume).  Asked before a synchronous delete, so none happens whose record the trail would
-        refuse; a full disk shows only when an append fails (then :attr:`refusing` says so)."""
+        """Why a record could not be appended now (the lock held elsewhere, the newest file or the directory
+        not writable), or None; asked before a synchronous delete.  A full disk shows only in :attr:`refusing`."""
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            with self._lock, self._flocked():
-                newest = trail.file_path(self.directory, self._known[0]) if self._known is not None else None
-                if newest is not None and newest.exists():
-                    os.close(os.open(newest, os.O_WRONLY | os.O_APPEND))
+            with self._lock, flocked(self.directory):
+                files = trail.files(self.directory)
+                if files:
+                    os.close(os.open(files[-1][1], os.O_WRONLY | os.O_APPEND))
                 elif not os.access(self.directory, os.W_OK):
                     raise OSError(f"{self.directory} is not writable")
         except OSError as e:
@@ -214,7 +210,7 @@ class AuditWriter:
         with self._lock:
             if self._known is None:
                 self.directory.mkdir(parents=True, exist_ok=True)
-            with self._flocked():
+            with flocked(self.directory):
                 n, seq, prev, size, fresh = self._chain_end()
                 if seq == 0 and self.anchor_damage is None and \
                         trail.anchor_file(self.directory) != trail.AnchorFile.WRITTEN:
@@ -336,26 +332,27 @@ class AuditWriter:
         _log.error("audit trail in %s is damaged: %s; records are still appended, but the anchor is left as "
                    "found so that 'ledger-deletion audit verify' keeps naming the damage", self.directory, why)
 
-    @contextmanager
-    def _flocked(self) -> Iterator[None]:
-        """The trail's file lock, waited for at most :data:`LOCK_WAIT_S` (then OSError).  Unbounded, the wait
-        would let another process holding it (a backup, a hung volume) hold the worker's thread, and with
-        it a SIGTERM, for as long as it pleased."""
-        path = self.directory / trail.ANCHOR
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            deadline = time.monotonic() + LOCK_WAIT_S
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise OSError(f"its lock ({path}) is held by another process") from None
-                    time.sleep(LOCK_POLL_S)
-            yield
-        finally:
-            os.close(fd)  # closing drops the lock
+
+@contextmanager
+def flocked(directory: Path) -> Iterator[None]:
+    """The trail's file lock, waited for at most :data:`LOCK_WAIT_S` (then OSError).  Unbounded, the wait
+    would let another process holding it (a backup, a hung volume) hold the worker's thread, and with
+    it a SIGTERM, for as long as it pleased."""
+    path = directory / trail.ANCHOR
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise OSError(f"its lock ({path}) is held by another process") from None
+                time.sleep(LOCK_POLL_S)
+        yield
+    finally:
+        os.close(fd)  # closing drops the lock
 
 
 def _append(path: Path, data: bytes) -> int:
