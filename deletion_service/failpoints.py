@@ -91,7 +91,7 @@ _also: int | None = None
 
 def kill_with(pid: int) -> None:
     """Make ``kill`` and ``exit`` here end ``pid`` too (SIGKILL), first: the delete process is part of
-    the daemon (:mod:`.delete_phase.delete_process`), and a failpoint there means "the daemon dies here"."""
+    the daemon (:mod:`.delete_phase.process.child`), and a failpoint there means "the daemon dies here"."""
     global _also
     _also = pid
 

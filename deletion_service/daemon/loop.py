@@ -2,7 +2,7 @@
 
 The chores (the summary line, namespace discovery) run on this thread
 between batches, never during one: subscribing to a new namespace cannot race
-a batch.  The gauges have their own threads (:mod:`.daemon_periodic`).
+a batch.  The gauges have their own threads (:mod:`.periodic`).
 The loop outlives any one batch's error (logged, then a second's pause).
 
 Stopping: the stop event ends the loop after the batch in hand, and the

@@ -119,7 +119,7 @@ class Daemon:
         self.discovery.look_again_if_due()
 
     def idle_state(self) -> IdleState:
-        """--exit-when-idle: see :mod:`.daemon_idle`."""
+        """--exit-when-idle: see :mod:`.idle`."""
         return self.idle.state(self.worker)
 
     def wait(self, exit_when_idle: bool, max_wait_s: float | None, poll_s: float = 1.0) -> int:

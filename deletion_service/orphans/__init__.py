@@ -8,7 +8,7 @@ Flow, one module per step:
 * :mod:`.snapshot` — the inventories as Parquet (``--snapshot DIR``), to repeat a scan offline;
 * :mod:`.reconcile` — orphan ledgers, orphan offloaded objects, missing ledgers (no driver-side collect);
 * :mod:`.report` — a self-contained ``report.html`` with charts;
-* :mod:`.enqueue` — orphans → ``reason: orphan`` requests through the mark phase's producer half;
+* :mod:`.requests` — orphans → ``reason: orphan`` requests through the mark phase's producer half;
 * :mod:`.scan` — the whole scan, as the CLI runs it.
 
 Safe next to live brokers: everything here only reads metadata and storage; the

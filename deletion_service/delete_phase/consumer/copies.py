@@ -115,7 +115,7 @@ def retry_copy(message: Received, delay_s: float, counts: bool = True,
     """Reconsume later, step one: the copy for RETRY (the caller acks the original once it is receipted).
     ``counts`` False: a deferral that is no try of the request's (an outage), its attempts unchanged.
     ``grace_since_ms``: the in-use grace this copy waits out began then (see ``decision._in_use_grace``).
-    ``kind``, ``why``: the decision's, written as why the copy waits (:mod:`.hold_reason`, for people)."""
+    ``kind``, ``why``: the decision's, written as why the copy waits (``rules.hold_reason``, for people)."""
     props = {**_carried(message), **_origin(message),
              RECONSUMETIMES: str(attempts(message) + (1 if counts else 0)), DELAY_TIME: str(int(delay_s * 1000)),
              HELD_FOR: of_decision(kind, counts).value, HELD_WHY: why[:200]}

@@ -3,13 +3,13 @@
 Three parts, one job each, driven here one batch at a time on one thread:
 :mod:`.intake` takes messages from the request and RETRY consumers (holding
 RETRY messages until due, re-acking redeliveries of settled ones); the
-pipeline decides them (:mod:`.pipeline`, or :mod:`.offload_lane` for tiered
+pipeline decides them (``delete_phase.pipeline``, or ``delete_phase.offload.lane`` for tiered
 storage, so S3 never holds up a BookKeeper deletion; with a delete process,
-:mod:`.delete_process_lane` for BookKeeper, so deciding one batch overlaps
+``delete_phase.process.lane`` for BookKeeper, so deciding one batch overlaps
 disposing of the one before on another core); :mod:`.disposer`
 publishes, records and acks.  Where a message stands and what it may do next
-is the lifecycle table (:mod:`.lifecycle`); every verdict, including those met
-before any fact is gathered, comes from :mod:`.decision`.  What stays here is
+is the lifecycle table (``delete_phase.rules.lifecycle``); every verdict, including those met
+before any fact is gathered, comes from ``delete_phase.rules.decision``.  What stays here is
 the order of a pass and what holds it back: a dependency outage (take nothing,
 pause what it failed, spend no retry) and a full list of refused dispositions
 (take nothing new until the broker takes those).  Unacked messages return to
@@ -72,7 +72,7 @@ class DeletePhaseWorker:
         self.hooks = hooks or Hooks()
         self.breakers = breakers or Breakers()
         self.offload_lane = offload_lane
-        #: BookKeeper requests decided by the delete process (:mod:`.delete_process_lane`); None: here, inline
+        #: BookKeeper requests decided by the delete process (``delete_phase.process.lane``); None: here, inline
         self.bookkeeper_lane = bookkeeper_lane
         self.ack_tally = AckTally()  # what we acked lately: explains a stale backlog reading (--exit-when-idle)
         settled_recently = SettledRecently()
@@ -220,7 +220,7 @@ class DeletePhaseWorker:
         return False
 
     def _to_offload_lane(self, undecided: list[MessageInHand]) -> tuple[list[MessageInHand], list[MessageInHand]]:
-        """Offload requests go to their own lane (:mod:`.offload_lane`), so S3 never holds up a
+        """Offload requests go to their own lane (``delete_phase.offload.lane``), so S3 never holds up a
         BookKeeper deletion; those beyond its room are decided here (``decision.offload_lane_full``).
         Returns what the pipeline decides now, and what went to the lane."""
         lane = self.offload_lane

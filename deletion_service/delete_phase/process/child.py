@@ -5,7 +5,7 @@ Why a process: in the daemon's own thread, profiling shows the delete phase busy
 second thread cannot help under that lock.  So the half of the work that talks to the metadata
 stores (gathering the facts, the decision table, the deletes at the verified versions) runs here,
 in a process of its own with its own sessions, while the daemon's thread receives, records, acks
-and publishes.  :mod:`.delete_process_lane` keeps a batch here while the daemon disposes of the
+and publishes.  :mod:`.lane` keeps a batch here while the daemon disposes of the
 one before, so the two halves overlap.
 
 What does not change: the same :class:`~.pipeline.DeletePipeline` decides, from facts it reads

@@ -2,7 +2,7 @@
 
 The worker hands each batch's BookKeeper requests here and returns at once to dispose of the
 batch before and to take the next; a thread of this lane sends each batch to the delete process
-(:mod:`.delete_process`) and waits for its verdicts, without the GIL, so the daemon's two halves
+(:mod:`.child`) and waits for its verdicts, without the GIL, so the daemon's two halves
 run on two cores.  Decided requests come back to the worker thread through :meth:`finished`,
 which alone publishes, records and acks, as for the offload lane.
 

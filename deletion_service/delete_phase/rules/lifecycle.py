@@ -299,7 +299,7 @@ def trail_refused(waiting: Iterable[MessageInHand]) -> bool:
 
 def pauses(action: Action, dependency_down: bool) -> bool:
     """A request a dependency outage failed is kept in hand, unacked, until the outage ends: an outage
-    of our own metadata store must spend no request's retries (see :mod:`.breaker`)."""
+    of our own metadata store must spend no request's retries (see ``delete_phase.storage.breaker``)."""
     return action.transient and dependency_down
 
 

@@ -252,7 +252,7 @@ class FactGatherer:
 
     @functools.cached_property
     def target_breakers(self) -> TargetBreakers:
-        """One breaker per offload target, shared with the offload lane (:mod:`.offload_lane`)."""
+        """One breaker per offload target, shared with the offload lane (``delete_phase.offload.lane``)."""
         return TargetBreakers()
 
     def managed_ledger_listing(self, ml_name: str) -> ManagedLedgerInfo | None:

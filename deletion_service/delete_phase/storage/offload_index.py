@@ -1,4 +1,4 @@
-"""Read an offloaded copy's index objects and have :mod:`.verify_offload` judge them; the I/O half of it.
+"""Read an offloaded copy's index objects and have ``delete_phase.rules.verify_offload`` judge them; the I/O half of it.
 
 ``verify_offload.py`` is pure: it judges what an offloader reports.  This
 module makes the calls: it reads each index object of a target and stops at
