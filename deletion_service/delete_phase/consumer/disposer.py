@@ -135,8 +135,8 @@ class Disposer:
         due = [d for d in self.awaiting_next_try if d.next_try <= now]
         if not due:
             return
+        self._in_pass = due  # first: a refused record among them keeps the gate closed while they are tried
         self.awaiting_next_try = [d for d in self.awaiting_next_try if d.next_try > now]
-        self._in_pass = due  # a refused record among them still closes the gate while they are tried
         try:
             refused = self._record_all([d for d in due if d.next == Step.RECORD])  # one try of the trail in all
             for d in due:
