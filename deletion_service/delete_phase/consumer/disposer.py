@@ -96,7 +96,7 @@ class Disposer:
         #: acked in the current call, by topic: told to the ack tally once per call
         self._acked_topics: Counter[str] = Counter()
         self.lines = OutcomeLines()  # what the log says of each settled request (see :mod:`.outcome_lines`)
-        #: the messages :meth:`try_again` is carrying on now (out of ``awaiting_next_try`` meanwhile)
+        #: the messages the current call carries on (a refused record among them is seen before it waits)
         self._in_pass: list[MessageInHand] = []
         self._refused_why = "the audit trail refused records"  # what the trail said when it last refused
 
@@ -119,14 +119,16 @@ class Disposer:
 
     def dispose_all(self, decided: list[MessageInHand]) -> None:
         """Publish the batch's copies together, record the batch together, then carry each message on alone."""
-        refused = self._publish_copies(decided)
-        going_on = [d for d in decided if d not in refused]  # a refused copy already waits for its next try
-        unrecorded = self._record_all([d for d in going_on if d.next == Step.RECORD])
-        going_on = [d for d in going_on if d not in unrecorded]  # they too wait for their next try
+        self._in_pass = decided  # a record refused in the pass closes the gate before it joins the waiting list
         try:
+            refused = self._publish_copies(decided)
+            going_on = [d for d in decided if d not in refused]  # a refused copy already waits for its next try
+            unrecorded = self._record_all([d for d in going_on if d.next == Step.RECORD])
+            going_on = [d for d in going_on if d not in unrecorded]  # they too wait for their next try
             for d in going_on:
                 self._dispose(d)
         finally:
+            self._in_pass = []
             self._end_of_call()
 
     def try_again(self) -> None:
