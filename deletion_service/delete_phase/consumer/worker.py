@@ -262,6 +262,8 @@ class DeletePhaseWorker:
         if self.offload_lane is None:
             return 0
         done = self.offload_lane.finished()
+        if not done:
+            return 0
         try:
             for d in done:
                 d.take_back()

@@ -117,6 +117,8 @@ class OffloadLane:
     def disposed(self, count: int) -> None:
         """The worker has disposed of (recorded, acked, or left for another try) ``count`` of those
         :meth:`finished` gave it."""
+        if not count:
+            return  # nothing taken back: waking the lane's threads on every pass of the worker costs it the GIL
         with self._cond:
             self._disposing -= count
             self._cond.notify_all()
