@@ -31,8 +31,9 @@ $py -m ruff check .
 
 set +e
 # Two processes, each with its own session servers (ZooKeeper, pulsar-lite, moto_server) and a chroot
-# or namespace per test as before; `-n 0` as an argument runs in one process.
-$py -m pytest -p no:cacheprovider -n 2 "$@"
+# or namespace per test; `-n 0` as an argument runs in one process.  loadgroup keeps a module that shares
+# a module-scoped fixture of its own on one worker (tests/conftest.py), and starts the slowest modules first.
+$py -m pytest -p no:cacheprovider -n 2 --dist loadgroup "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

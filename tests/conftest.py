@@ -28,6 +28,9 @@ os.environ.setdefault("AWS_ACCESS_KEY_ID", "test")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "test")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ["PYSPARK_PYTHON"] = sys.executable  # Spark's Python workers: this venv's interpreter, never the host's
+# Spark's JVMs started by the suite (in-process sessions and `scan-orphans` children alike) read the
+# suite's spark-defaults.conf: short-lived JVMs, tuned for their CPU (see the file).
+os.environ["SPARK_CONF_DIR"] = str(Path(__file__).parent / "support" / "spark-conf")
 
 _started: list = []
 
@@ -109,10 +112,33 @@ def spark() -> Iterator[object]:
 TIERS = ("unit", "integration", "system", "deploy", "soak")
 
 
+def _own_module_fixture(item: pytest.Item) -> bool:
+    """Whether the test uses a module-scoped fixture its own module defines (a seeded cluster, a
+    Spark cluster): such a fixture is worth setting up once, so its module stays on one worker."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    module = item.nodeid.split("::")[0]
+    return any(d.scope == "module" and d.baseid == module
+               for defs in info.name2fixturedefs.values() for d in defs)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Each test is marked with its tier, the folder under tests/ it lives in (``-m "not soak"``)."""
+    """Each test is marked with its tier, the folder under tests/ it lives in (``-m "not soak"``).
+
+    For ``-n`` runs (``--dist loadgroup``): a module whose tests share a module-scoped fixture of
+    its own is one ``xdist_group``, and modules holding a ``slow`` or soak test come first, so the
+    longest tests start while the rest fill the other workers instead of running alone at the end.
+    """
     here = Path(__file__).parent
+    slow_modules: set[Path] = set()
     for item in items:
         parts = item.path.relative_to(here).parts if item.path.is_relative_to(here) else ()
         if parts and parts[0] in TIERS:
             item.add_marker(parts[0])
+        if _own_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+        if item.get_closest_marker("slow") or item.get_closest_marker("soak"):
+            slow_modules.add(item.path)
+    # stable: each module keeps its order; the soak, the longest, first of all
+    items.sort(key=lambda item: (item.path not in slow_modules, item.get_closest_marker("soak") is None))

@@ -32,7 +32,9 @@ START_TIMEOUT_S = 120
 
 def _env(workdir: Path) -> dict[str, str]:
     return {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable, "SPARK_LOG_DIR": str(workdir),
-            "SPARK_WORKER_DIR": str(workdir / "work"), "SPARK_NO_DAEMONIZE": "1"}
+            "SPARK_WORKER_DIR": str(workdir / "work"), "SPARK_NO_DAEMONIZE": "1",
+            # the master and the worker live for one module: C1 and one GC thread (as tests/support/spark-conf)
+            "SPARK_DAEMON_JAVA_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:CICompilerCount=1"}
 
 
 class SparkMaster(ServerProcess):

@@ -1217,7 +1217,7 @@ def test_randomized_interleavings_never_delete_a_referenced_ledger_nor_leak(
     assert aborted, f"seed {SEED}: no trim was aborted by a cursor reset"
     assert by_kind[("trim-unwritten", "still_in_use")], f"seed {SEED}: no unwritten trim request ended in use"
     assert truth.trimmed and deleted >= truth.trimmed
-    # ...and the issue-27 shapes: the age guard held pending ledgers' requests, released ones were deleted
+    # ...and the pending shapes: the age guard held pending ledgers' requests, released ones were deleted
     assert sum(age_guarded[k] for k in ("pending", "pending-schema", "pending-compacted", "pending-bucket")), (
         f"seed {SEED}: no request for a pending ledger was held by the age guard")
     assert set(truth.released) & deleted, f"seed {SEED}: no released compacted or bucket ledger was deleted"

@@ -237,6 +237,7 @@ def _meta(topic: str, cursor: str | None = None) -> tuple:
     return ("pulsar", "managed-ledger", managed_ledger_name(topic), cursor, None, None, tuple(sorted(custom.items())))
 
 
+@pytest.mark.slow
 def test_bk_ledgers_reads_every_ledger_znode(seeded: Seeded) -> None:
     schema_meta = {lid: tuple(sorted(schema_custom_metadata(t).items())) for lid, t in ((22, T1), (40, GONE))}
     compacted = (("application", "pulsar"), ("component", "compacted-ledger"), ("pulsar/compactedTopic", T1))

@@ -188,6 +188,7 @@ def _enqueue(data_dir: Path, ledger_id: int) -> None:
     assert r.returncode == 0, r.stderr
 
 
+@pytest.mark.slow
 def test_the_truth_table_from_real_scrapes(tmp_path: Path, gateway: str) -> None:
     data_dir, admin, log = tmp_path / "data", f"127.0.0.1:{free_port()}", tmp_path / "daemon.log"
     _cluster(data_dir)

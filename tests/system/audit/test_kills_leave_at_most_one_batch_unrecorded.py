@@ -29,6 +29,7 @@ def _kill_at(daemon: Replica, world: DeleteProcessWorld, delay: float) -> None:
     assert daemon.stop(signal.SIGKILL) in (-signal.SIGKILL, None)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [1, 10])
 def test_random_kills_mid_drain_leave_at_most_one_batch_unrecorded(world: DeleteProcessWorld, size: int) -> None:
     batches(world, size)

@@ -63,6 +63,7 @@ def _settled_down(bucket: S3Bucket, copies: dict[int, list[str]], quiet_s: float
     return gone
 
 
+@pytest.mark.slow
 def test_the_offload_lane_deletes_no_further_batch_while_the_trail_refuses(
         world: ReplicaWorld, slow_s3: tuple[SlowDeletes, S3Bucket]) -> None:
     proxy, bucket = slow_s3

@@ -66,6 +66,7 @@ def _pushed_requests(metrics_url: str) -> float:
     return _sum(text, "pulsar_out_messages_total", r'topic="__ledger_deletion(-partition-\d+)?"')
 
 
+@pytest.mark.slow
 def test_sigterm_with_retry_publishes_hanging_stops_in_time_and_loses_nothing(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data_dir = tmp_path / "data"

@@ -75,6 +75,7 @@ def test_sigterm_while_the_child_is_starting_ends_both_in_time(world: DeleteProc
     wait_until(lambda: gone(child), 10, "the delete process gone")
 
 
+@pytest.mark.slow
 def test_a_child_killed_each_time_it_starts_costs_nothing_but_time(world: DeleteProcessWorld) -> None:
     """Five children SIGKILLed in a row (at once after they appear, before or during their start): the
     daemon keeps its requests, and a sixth child deletes them all once.  Each child sleeps before its first

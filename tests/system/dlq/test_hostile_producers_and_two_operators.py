@@ -1,6 +1,5 @@
-"""Findings of the outside review of issue 27's fixes (an attacker with produce rights, and two
-operators at once), each reproduced with the real processes first; each test failed on the code
-it was found on (6379a38)."""
+"""An attacker with produce rights, and two operators at once, against the DLQ tools: each case
+runs with the real processes."""
 
 from __future__ import annotations
 

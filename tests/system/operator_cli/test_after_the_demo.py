@@ -38,7 +38,7 @@ def _sample(text: str, name: str) -> float | None:
 
 @pytest.fixture(scope="module")
 def after_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict]]:
-    data_dir = tmp_path_factory.mktemp("ops31") / "data"
+    data_dir = tmp_path_factory.mktemp("after-demo") / "data"
     r = run_cli("demo", "--json", "--data-dir", str(data_dir), timeout=180)
     assert r.returncode == 0, r.stderr
     try:
@@ -99,6 +99,7 @@ def test_verify_counts_the_records_before_the_break(tmp_path: Path, after_demo: 
     assert "1 record(s) before it are whole" in line, line  # seq 1 only; it said 2
 
 
+@pytest.mark.slow
 def test_held_requests_say_why_and_until_when_and_the_figures_agree(after_demo: tuple, tmp_path: Path) -> None:
     """``status``, ``/metrics`` and the summary line name why the demo's young requests wait and until
     when; the DLQ gauge says what ``dlq list`` says, before and after a requeue."""

@@ -13,6 +13,7 @@ import json
 import time
 from pathlib import Path
 
+import pytest
 from pyspark.sql import SparkSession
 
 from deletion_service.cluster_writer import ClusterWriter, pulsar_custom_metadata, schema_custom_metadata
@@ -55,6 +56,7 @@ def _present(data_dir: Path, ids: list[int]) -> list[int]:
         return [lid for lid in ids if store.get(ledger_path("/ledgers", lid, "hierarchical")) is not None]
 
 
+@pytest.mark.slow
 def test_scan_enqueue_then_the_daemon_deletes_exactly_the_orphans(tmp_path: Path, spark: SparkSession) -> None:
     data_dir = tmp_path / "d"
     ledgers = _seed(data_dir)
@@ -83,6 +85,7 @@ def test_scan_enqueue_then_the_daemon_deletes_exactly_the_orphans(tmp_path: Path
     assert rescan(spark, data_dir)["orphanLedgers"] == 0
 
 
+@pytest.mark.slow
 def test_enqueue_refuses_when_nothing_references_anything(tmp_path: Path) -> None:
     """A store with BookKeeper's ledgers but none of Pulsar's metadata is far likelier the wrong
     --metadata-store than a cluster whose every topic is gone: report, never enqueue."""

@@ -21,6 +21,7 @@ import os
 import time
 from pathlib import Path
 
+import pytest
 from pyspark.sql import SparkSession
 
 from deletion_service.cluster_writer import ClusterWriter, pulsar_custom_metadata
@@ -107,6 +108,7 @@ def _dlq(data_dir: Path) -> list:
     return json.loads(listed.stdout)
 
 
+@pytest.mark.slow
 def test_every_kind_of_orphan_is_reclaimed_and_no_live_ledger_is_counted(tmp_path: Path,
                                                                           spark: SparkSession) -> None:
     data_dir = tmp_path / "d"
@@ -131,6 +133,7 @@ def test_every_kind_of_orphan_is_reclaimed_and_no_live_ledger_is_counted(tmp_pat
     assert rescan(spark, data_dir)["orphanLedgers"] == 0
 
 
+@pytest.mark.slow
 def test_a_failed_offloads_leftovers_are_reclaimed_and_the_live_copy_kept(tmp_path: Path,
                                                                           spark: SparkSession) -> None:
     """Ledger 2 is listed, offloaded under ``live``; a failed earlier attempt left its objects under

@@ -1,13 +1,13 @@
-"""Issue 30 part 3: ``scan-orphans --spark-master spark://…`` on a real standalone cluster (a
+"""``scan-orphans --spark-master spark://…`` on a real standalone cluster (a
 master and one worker from the pyspark wheel, see :mod:`tests.support.spark_cluster`) concludes what
 ``local[2]`` concludes, table for table.
 
 One scan on the cluster serves every check that needs a real process (Spark scans are the suite's
-slowest tests), run with the arguments the Helm chart gives its CronJob (issue 31.5):
+slowest tests), run with the arguments the Helm chart gives its CronJob:
 
 * its report lands in ``--reports-dir`` under the scan's time, ``latest`` points at it, and the
   oldest report past ``--keep-reports`` is gone;
-* the missing ledgers are named in the output, 20 and then "and N more" (31.5), and the
+* the missing ledgers are named in the output, 20 and then "and N more", and the
   missing-ledgers row is in the table;
 * its stderr, not a terminal, carries progress lines per step and never the JVM's incubator
   warning (31.9, 30.3).
@@ -62,6 +62,7 @@ def _rows(df: DataFrame) -> list[tuple]:
     return sorted((tuple(row) for row in df.collect()), key=repr)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)  # two JVMs to start and a scan through them: 100-120 s measured on 2 busy cores
 def test_a_scan_on_a_standalone_cluster_equals_local(spark_cluster: SparkCluster, spark: SparkSession,
                                                       tmp_path: Path) -> None:

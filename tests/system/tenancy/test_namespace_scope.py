@@ -109,8 +109,8 @@ def test_two_tenants_each_delete_only_their_own_and_a_forged_request_is_dead_let
         api = f"http://127.0.0.1:{acme_port}/admin/v2/ledger-deletion/dlq?namespace=acme/orders"
         with urllib.request.urlopen(api, timeout=10) as r:
             assert [e["request"]["ledgerId"] for e in json.loads(r.read())] == [FORGED]
-        # acme's daemon acts for acme through its admin API too (found by the outside review of issue 27:
-        # it deleted globex's ledger with 200 "deleted")
+        # acme's daemon acts for acme through its admin API too (an admin delete for another
+        # tenant's namespace must be refused, never answered 200 "deleted")
         delete = urllib.request.Request(
             f"http://127.0.0.1:{acme_port}/admin/v2/ledger-deletion/delete", method="POST",
             headers={"Content-Type": "application/json"},
