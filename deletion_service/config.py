@@ -24,7 +24,16 @@ from deletion_service.errors import UserError
 
 ENV_PREFIX = "LEDGER_DELETION_"
 DEFAULT_TOPIC = "persistent://pulsar/system/__ledger_deletion"
-SECRET_KEYS = frozenset({"adminTokenFile", "metadataStoreDigestFile", "brokerAuthTokenFile"})
+SECRET_KEYS = frozenset({"adminTokenFile", "metadataStoreDigestFile", "brokerAuthTokenFile",
+                         "brokerClientAuthenticationParameters"})
+#: Upstream Pulsar's shipped spelling of a key, where it differs from ours, and the key it sets.  The broker
+#: names its client's trust file ``brokerClientTrustCertsFilePath``.  The
+#: proposal (PIP-299) names the pause ``dispatcherPauseOnAckPersistentStateEnabled``; the broker shipped
+#: ``dispatcherPauseOnAckStatePersistentEnabled``, default false there (true here: the cursor core pauses by
+#: default rather than lose acknowledgements).  Either spelling is accepted; setting both in one place is an error.
+ALIASES: Mapping[str, str] = {
+    "dispatcherPauseOnAckStatePersistentEnabled": "dispatcherPauseOnAckPersistentStateEnabled",
+    "brokerClientTrustCertsFilePath": "brokerTlsTrustCertsFile"}
 #: ``LEDGER_DELETION_*`` variables that are not config keys: the connection options (``--metadata-store``
 #: …), the secrets only the environment carries, and the failpoints of the tests and the soak.
 OTHER_ENV = frozenset({
@@ -62,6 +71,12 @@ class DeletionConfig(BaseModel):
     metadata_store_digest_file: Path | None = None
     broker_auth_token_file: Path | None = None
     broker_tls_trust_certs_file: Path | None = None
+    # the broker client's credentials as a broker configures its own client (Pulsar's keys): the plugin's
+    # Java class (token, TLS, OAuth2) and its parameters in Pulsar's text form; a pulsar+ssl:// URL uses TLS
+    broker_client_authentication_plugin: str | None = None
+    broker_client_authentication_parameters: str | None = None
+    # Pulsar's client key: accept a broker certificate the trust file cannot verify (tests only)
+    tls_allow_insecure_connection: bool = False
     # tiered storage allow-list
     offload_allowed_drivers: list[str] = Field(default_factory=lambda: ["aws-s3", "S3", "aliyun-oss", "filesystem"])
     offload_allowed_buckets: list[str] = Field(default_factory=list)
@@ -163,19 +178,20 @@ def load_config(
     layers: list[tuple[Source, Mapping[str, Any]]] = []
     if file is not None:
         layers.append((Source("file", str(file)), _read_toml(file)))
-    for name in DeletionConfig.model_fields:
-        key = to_camel(name)
+    for key in [*(to_camel(name) for name in DeletionConfig.model_fields), *ALIASES]:
         if env_name(key) in env:
             layers.append((Source("env", env_name(key)), {key: env[env_name(key)]}))
+    for alias, ours in ALIASES.items():
+        if env_name(alias) in env and env_name(ours) in env:
+            _resolve_aliases(Source("env", f"{env_name(ours)} and ${env_name(alias)}"), {ours: 0, alias: 0})
     layers.append((Source("flag"), {k: v for k, v in (overrides or {}).items() if v is not None}))
     known = {to_camel(name) for name in DeletionConfig.model_fields}
-    _check_env_names(env, known)
+    _check_env_names(env, known | set(ALIASES))
     for source, values in layers:
-        for key, value in values.items():
+        for key, value in _resolve_aliases(source, values).items():
             if key not in known:  # snake_case too: one spelling, Pulsar's, so a key is never set twice
-                hint = f"; did you mean {to_camel(key)}?" if to_camel(key) in known else ""
-                raise UserError(f"unknown config key {key!r} in {source.where()}{hint} (keys are camelCase as in "
-                                "Pulsar's broker.conf; 'ledger-deletion config show' lists them)")
+                raise UserError(f"unknown config key {key!r} in {source.where()}{_closest(key, known)} (keys are "
+                                "camelCase as in Pulsar's broker.conf; 'ledger-deletion config show' lists them)")
             merged[key] = value
             sources[key] = source
     try:
@@ -186,6 +202,28 @@ def load_config(
         where = sources[key].where() if key in sources else "config"
         raise UserError(f"invalid value for {key} in {where}: {err.get('input')!r} ({_in_our_words(err)})") from e
     return LoadedConfig(config, {key: sources.get(key, DEFAULT) for key in config.camel()})
+
+
+def _resolve_aliases(source: Source, values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` with upstream's spellings (:data:`ALIASES`) turned into ours; both spellings of one key
+    in one source is an error (which one was meant cannot be known)."""
+    resolved: dict[str, Any] = {}
+    spelt: dict[str, str] = {}
+    for key, value in values.items():
+        ours = ALIASES.get(key, key)
+        if ours in resolved:
+            raise UserError(f"{spelt[ours]} and {key} both set in {source.where()}: they are one setting (upstream "
+                            "Pulsar's spelling and this tool's); keep one")
+        resolved[ours], spelt[ours] = value, key
+    return resolved
+
+
+def _closest(key: str, known: set[str]) -> str:
+    """``; did you mean K?`` for the known key closest to ``key`` (its camelCase form first), or ``""``."""
+    if to_camel(key) in known:
+        return f"; did you mean {to_camel(key)}?"
+    close = difflib.get_close_matches(key, sorted(known | set(ALIASES)), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]}?" if close else ""
 
 
 def _check_env_names(env: Mapping[str, str], known: set[str]) -> None:

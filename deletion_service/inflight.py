@@ -12,6 +12,7 @@ from __future__ import annotations
 import abc
 import json
 import math
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -20,7 +21,9 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from deletion_service.broker.authentication import OAUTH2, TLS, BrokerCredentials
 from deletion_service.broker.interface import BrokerClient, BrokerError
+from deletion_service.errors import UserError
 from deletion_service.protocol.topics import DeletionTopics
 
 BACKLOG_METRIC = "pulsar_subscription_back_log"
@@ -145,12 +148,32 @@ class ReceivedBacklog(BacklogSource):
 
 
 class AdminRestBacklog(BacklogSource):
-    """A real cluster's admin REST: ``GET /admin/v2/persistent/{tenant}/{ns}/{topic}/stats``."""
+    """A real cluster's admin REST: ``GET /admin/v2/persistent/{tenant}/{ns}/{topic}/stats``.
 
-    def __init__(self, web_service_url: str, token_file: Path | None = None, timeout_s: float = 10) -> None:
+    Authenticated as the broker client is (:mod:`deletion_service.broker.authentication`): a token as
+    ``Authorization: Bearer``, TLS client certificates on the connection; over ``https://`` the broker's
+    certificate is checked against ``trust_file`` unless ``allow_insecure``.  OAuth2 is not spoken here
+    yet: refused at start, naming the way around (a token)."""
+
+    def __init__(self, web_service_url: str, token_file: Path | None = None, timeout_s: float = 10,
+                 credentials: BrokerCredentials | None = None, trust_file: Path | None = None,
+                 allow_insecure: bool = False) -> None:
         self.base = web_service_url.rstrip("/")
         self.token = Path(token_file).read_text().strip() if token_file else None
         self.timeout_s = timeout_s
+        self._ssl: ssl.SSLContext | None = None
+        if credentials is not None:
+            if credentials.kind == OAUTH2:
+                raise UserError("the admin REST client (--web-service-url) does not speak OAuth2 yet: give it a "
+                                "token (brokerAuthTokenFile) or leave --web-service-url out")
+            self.token = credentials.bearer_token() or self.token
+        if self.base.startswith("https://"):
+            self._ssl = ssl.create_default_context(cafile=str(trust_file) if trust_file else None)
+            if allow_insecure:
+                self._ssl.check_hostname, self._ssl.verify_mode = False, ssl.CERT_NONE
+            if credentials is not None and credentials.kind == TLS:
+                cert, key = (part.partition(":")[2] for part in credentials.parameters.split(","))
+                self._ssl.load_cert_chain(cert, key)
 
     def backlog(self, topics: Iterable[str], subscription: str) -> dict[str, int]:
         return {t: self._one(t, subscription) for t in topics}
@@ -162,7 +185,7 @@ class AdminRestBacklog(BacklogSource):
         if self.token:
             req.add_header("Authorization", f"Bearer {self.token}")
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as r:
+            with urllib.request.urlopen(req, timeout=self.timeout_s, context=self._ssl) as r:
                 stats = json.loads(r.read())
         except urllib.error.HTTPError as e:
             if e.code == 404:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import platform
 from collections import Counter as Tally
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from importlib import metadata
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, ProcessCollector
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from deletion_service.cursor.health import CursorHealth, Status
@@ -24,6 +24,29 @@ PREFIX = "pulsar_ledger_deletion"
 #: Seconds from a request's ``markedAt`` to its ledger's deletion: a trim's are seconds, an
 #: orphan's or a held retry's can be hours.
 SEND_TO_DELETE_BUCKETS = (1, 5, 15, 60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 24 * 3600, 3 * 86400)
+
+
+class PulsarStyle(Collector):
+    """Another collector's families as Pulsar exports its own: every sample labelled with the
+    ``cluster`` it belongs to (Pulsar's ``clusterName``), and no ``_created`` twin of a counter or
+    histogram (prometheus-client's default, which Pulsar never emits and which doubles the series).
+
+    Applied where metrics leave the process (``/metrics``, the Pushgateway), so no metric can be
+    defined without the label; a sample that names its cluster already keeps it."""
+
+    def __init__(self, source: Collector, cluster: str) -> None:
+        self.source, self.cluster = source, cluster
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self.source.collect():
+            out = Metric(family.name, family.documentation, family.type, family.unit)
+            created = f"{family.name}_created"
+            for sample in family.samples:
+                if sample.name == created:
+                    continue
+                labels = sample.labels if "cluster" in sample.labels else {"cluster": self.cluster, **sample.labels}
+                out.add_sample(sample.name, labels, sample.value, sample.timestamp, sample.exemplar)
+            yield out
 
 
 class LateGauge(Collector):

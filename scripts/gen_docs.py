@@ -59,10 +59,21 @@ PULSAR_KEYS = {
     "managedLedgerOffloadBucket": "`broker.conf` (offload policies)",
     "managedLedgerOffloadRegion": "`broker.conf` (offload policies)",
     "managedLedgerOffloadServiceEndpoint": "`broker.conf` (offload policies)",
+    "brokerClientAuthenticationPlugin": "`broker.conf` (the broker's own client)",
+    "brokerClientAuthenticationParameters": "`broker.conf` (the broker's own client)",
+    "brokerTlsTrustCertsFile": "`broker.conf` as `brokerClientTrustCertsFilePath`",
+    "tlsAllowInsecureConnection": "`client.conf`",
 }
 
 #: What each key does, where ``config.py`` has no comment right above the field.
 DESCRIPTIONS = {
+    "brokerClientAuthenticationPlugin": (
+        "The broker client's authentication plugin, by Pulsar's Java class: `org.apache.pulsar.client.impl.auth."
+        "AuthenticationToken`, `…AuthenticationTls` or `…oauth2.AuthenticationOAuth2` (or `token`, `tls`, "
+        "`oauth2`); the admin REST client (`--web-service-url`) uses the same token or certificate."),
+    "brokerClientAuthenticationParameters": (
+        "The plugin's parameters in Pulsar's form: `token:<jwt>` or `file:///path`; "
+        "`tlsCertFile:/path,tlsKeyFile:/path`; OAuth2's JSON (`issuerUrl`, `privateKey`, `audience`)."),
     "topicTwoPhaseDeletionEnabled": "Two-phase deletion on; running this tool implies it.",
     "twoPhaseDeletionLedgerDeletionParallelism": (
         "Partitions of the cluster-wide request topic; every replica and command must agree on it."),
@@ -85,7 +96,8 @@ DESCRIPTIONS = {
     "managedLedgerMaxUnackedRangesToPersist": (
         "Pulsar's older count limit of persisted ack ranges; ignored whenever the byte limit above is set."),
     "dispatcherPauseOnAckPersistentStateEnabled": (
-        "Stop dispatching while a cursor's persisted ack state does not fit its budget."),
+        "Stop dispatching while a cursor's persisted ack state does not fit its budget. Upstream's broker "
+        "ships it as `dispatcherPauseOnAckStatePersistentEnabled` (accepted too), default `false` there."),
     "managedLedgerOffloadDriver": (
         "The cluster's offload driver, for ledgers offloaded by older brokers whose offload context carries "
         "no driver metadata; unset, `trim` keeps such ledgers listed and says why."),
@@ -235,6 +247,12 @@ def configuration_page() -> str:
             "The column *Pulsar* names where Pulsar defines the same key; *ours* marks a key of "
             "this project.\n\n"
             + _table(("key", "type", "default", "environment", "Pulsar", "what it does"), rows)
+            + "\n## Upstream spellings\n\n"
+            "Where upstream Pulsar shipped a key under another name than this project's, that name is "
+            "accepted too (in the file, as `LEDGER_DELETION_<UPPER_SNAKE>` and with `--set`); setting both "
+            "spellings in one place is an error:\n\n"
+            + "".join(f"- `{alias}` (`{config.env_name(alias)}`) sets `{ours}`\n"
+                      for alias, ours in config.ALIASES.items())
             + "\n## Environment variables that are not config keys\n\n"
             "Connection options, secrets that only the environment carries, and the failpoints of "
             "the tests and the fault soak:\n\n"

@@ -43,6 +43,7 @@ from deletion_service.dlq.marker import MarkerKey
 from deletion_service.dlq.operations import Selection, list_dlq
 from deletion_service.dlq.reasons import PARKED_REASONS, unknown_reason
 from deletion_service.inflight import estimated_inflight
+from deletion_service.metrics import PulsarStyle
 from deletion_service.protocol.request import InvalidRequest, decode_payload
 from deletion_service.protocol.topics import DeletionTopics, namespace_topics
 from metastore.formats import parse_namespace
@@ -153,7 +154,7 @@ def _add_health_routes(app: FastAPI, deps: AdminDeps) -> None:
 
     @app.get("/metrics", response_class=PlainTextResponse, **text.METRICS)
     def metrics() -> PlainTextResponse:
-        body = b"".join(generate_latest(r) for r in deps.registries)
+        body = b"".join(generate_latest(PulsarStyle(r, deps.cluster)) for r in deps.registries)
         return PlainTextResponse(body, media_type=CONTENT_TYPE_LATEST)
 
 

@@ -35,6 +35,8 @@ class AdminDeps:
     readiness: Readiness
     token: str | None = None
     registries: Sequence[CollectorRegistry] = field(default_factory=list)
+    #: Pulsar's ``clusterName``: the ``cluster`` label of every exported sample
+    cluster: str = "standalone"
     #: how long a DLQ listing waits for one more message before it decides the queue is drained
     dlq_wait_s: float = 1.0
     #: ``/healthz``: None while the daemon can work, else why not (its embedded broker is gone for good)
@@ -57,7 +59,7 @@ class AdminDeps:
                                 extra={"dispositions": lambda: _dispositions_flowing(service),
                                        "consuming": lambda: _dependencies_up(service)})
         return cls(service, backlog, service.broker, service.topics, probe, token,
-                   [service.metrics.registry, *extra_registries])
+                   [service.metrics.registry, *extra_registries], cluster=service.config.cluster_name)
 
 
 class DependencyProbe:

@@ -16,6 +16,7 @@ from typing import Any
 import pulsar
 from pulsar.exceptions import ConsumerBusy
 
+from deletion_service.broker.authentication import BrokerCredentials
 from deletion_service.broker.consumer_ids import ConsumerIds
 from deletion_service.broker.interface import (
     BrokerClient,
@@ -317,14 +318,20 @@ class PulsarBrokerClient(BrokerClient):
         operation_timeout_s: int = 15,
         subscription_known: Callable[[str, str], bool] | None = None,
         long_lived: bool = True,
+        credentials: BrokerCredentials | None = None,
+        tls_allow_insecure_connection: bool = False,
     ) -> None:
         """``subscription_known``: asked before subscribing just to create a subscription.
         The embedded broker refuses a second process's consumer on a subscription a live
         daemon consumes (real Pulsar does not), so there we first ask its metrics.
         ``long_lived``: a daemon, which on pulsar-lite takes consumer ids of a block of its own;
-        a short command keeps the first block, and so its sub-second start (:mod:`.consumer_ids`)."""
+        a short command keeps the first block, and so its sub-second start (:mod:`.consumer_ids`).
+        ``credentials``: Pulsar's client authentication (:mod:`.authentication`), handed to pulsar-client's
+        own plugin of that name."""
         auth = None
-        if auth_token_file is not None:
+        if credentials is not None:
+            auth = pulsar.Authentication(credentials.kind, credentials.parameters)
+        elif auth_token_file is not None:
             try:
                 token = Path(auth_token_file).read_text().strip()
             except OSError as e:
@@ -335,6 +342,7 @@ class PulsarBrokerClient(BrokerClient):
                 service_url, authentication=auth, operation_timeout_seconds=operation_timeout_s,
                 connection_timeout_ms=5000, logger=_client_logger(),
                 tls_trust_certs_file_path=str(tls_trust_certs_file) if tls_trust_certs_file else None,
+                tls_allow_insecure_connection=tls_allow_insecure_connection,
             )
         except (pulsar.PulsarException, ValueError) as e:
             raise BrokerError(f"invalid broker URL {service_url!r}: {e}") from e

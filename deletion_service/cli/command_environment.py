@@ -13,6 +13,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from deletion_service.broker.authentication import broker_credentials
 from deletion_service.broker.interface import BrokerClient
 from deletion_service.cli import ui
 from deletion_service.cli.connections import (
@@ -96,7 +97,11 @@ def open_environment(opts: CommonOptions, config: DeletionConfig, own_broker: bo
 
 def _backlog_source(opts: CommonOptions, config: DeletionConfig, info: BrokerInfo | None) -> BacklogSource:
     if opts.web_service_url:
-        return AdminRestBacklog(opts.web_service_url, config.broker_auth_token_file)
+        credentials = broker_credentials(config.broker_client_authentication_plugin,
+                                         config.broker_client_authentication_parameters, config.broker_auth_token_file)
+        return AdminRestBacklog(opts.web_service_url, None, credentials=credentials,
+                                trust_file=config.broker_tls_trust_certs_file,
+                                allow_insecure=config.tls_allow_insecure_connection)
     if info is not None:
         return MetricsBacklog(info.metricsUrl)
     return NoBacklog()

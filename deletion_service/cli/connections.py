@@ -18,6 +18,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from deletion_service.broker.authentication import broker_credentials
 from deletion_service.broker.interface import BrokerClient, BrokerError
 from deletion_service.broker.publisher import RequestPublisher
 from deletion_service.cli import ui
@@ -120,7 +121,10 @@ def connect_broker(opts: CommonOptions, config: DeletionConfig, topics: Deletion
         stack.callback(embedded.stop)  # before starting: Ctrl-C while it starts must not leave it running
         url = (embedded.replace() if own_broker else embedded.ensure()).serviceUrl
         known = embedded.subscription_known
-    broker = PulsarBrokerClient(url, config.broker_auth_token_file, config.broker_tls_trust_certs_file,
+    credentials = broker_credentials(config.broker_client_authentication_plugin,
+                                     config.broker_client_authentication_parameters, config.broker_auth_token_file)
+    broker = PulsarBrokerClient(url, None, config.broker_tls_trust_certs_file, credentials=credentials,
+                                tls_allow_insecure_connection=config.tls_allow_insecure_connection,
                                 # a daemon on an external broker (replicas); the embedded one is a data dir's only
                                 # daemon, and its broker is replaced at start: no ids to keep apart (and the
                                 # soak saw a fresh broker refuse the burn's subscribe three times, 90 s)

@@ -120,10 +120,12 @@ app = typer.Typer(
 def root(
     ctx: typer.Context,
     metadata_store: Annotated[str | None, typer.Option(
-        metavar="URL", help="a zk:// or sqlite:/// URL; default: SQLite in --data-dir",
+        metavar="URL", help="ZooKeeper as Pulsar's metadataStoreUrl names it (zk:host:2181,host:2181/chroot) "
+        "or zk://…, or sqlite:///…; default: SQLite in --data-dir",
         envvar="LEDGER_DELETION_METADATA_STORE", show_envvar=False)] = None,
     bookkeeper_metadata_store: Annotated[str | None, typer.Option(
-        metavar="URL", help="where BookKeeper's ledger metadata lives; default: --metadata-store",
+        metavar="URL", help="where BookKeeper's ledger metadata lives, in the same forms or as Pulsar's "
+        "bookkeeperMetadataServiceUri (metadata-store:zk:host:2181/ledgers); default: --metadata-store",
         envvar="LEDGER_DELETION_BOOKKEEPER_METADATA_STORE", show_envvar=False)] = None,
     broker_url: Annotated[str | None, typer.Option(
         metavar="URL", help="the broker's service URL; default: the embedded broker",

@@ -12,7 +12,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
 
 from deletion_service.errors import UserError
-from deletion_service.metrics import PREFIX
+from deletion_service.metrics import PREFIX, PulsarStyle
 from deletion_service.orphans.summary import ScanSummary
 
 #: The Pushgateway's grouping key: one group per cluster's scan, replaced by each push.
@@ -40,10 +40,11 @@ def scan_registry(summary: ScanSummary) -> CollectorRegistry:
     return registry
 
 
-def push_summary(gateway: str, summary: ScanSummary, timeout_s: float = 30) -> None:
-    """Replace this job's group on the Pushgateway at ``gateway`` (``http://host:9091``)."""
+def push_summary(gateway: str, summary: ScanSummary, timeout_s: float = 30, cluster: str = "standalone") -> None:
+    """Replace this job's group on the Pushgateway at ``gateway`` (``http://host:9091``); every sample
+    carries ``cluster`` (Pulsar's ``clusterName``), as the daemon's do."""
     try:
-        push_to_gateway(gateway, job=JOB, registry=scan_registry(summary), timeout=timeout_s)
+        push_to_gateway(gateway, job=JOB, registry=PulsarStyle(scan_registry(summary), cluster), timeout=timeout_s)
     except OSError as e:  # URLError, HTTPError, refused, timed out
         raise UserError(f"the scan finished, but pushing its counts to the Pushgateway at {gateway} failed: {e}") \
             from e

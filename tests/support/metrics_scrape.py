@@ -5,11 +5,20 @@ from __future__ import annotations
 import re
 import urllib.request
 
+from prometheus_client.parser import text_string_to_metric_families
+
 
 def metric(text: str, name: str) -> float | None:
-    """The value of the sample ``name`` (labels included) in a scrape, or None when it has none."""
-    found = re.search(rf"^{name} (\S+)$", text, flags=re.M)
-    return float(found.group(1)) if found else None
+    """The value of the sample ``name`` in a scrape (``acked_total{outcome="dlq"}``: name and labels), or
+    None when it has none.  Every exported sample also carries ``cluster`` (tested on its own); a lookup
+    names the labels it is about, so ``cluster`` is not compared here."""
+    wanted, _, labels = name.partition("{")
+    want = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == wanted and {k: v for k, v in sample.labels.items() if k != "cluster"} == want:
+                return sample.value
+    return None
 
 
 def scrape(port: int) -> str:

@@ -111,7 +111,7 @@ def scan_orphans(
         reports.finish(reports_dir, target, keep_reports)
     _print(opts, outcome, enqueued, target)
     if pushgateway is not None:
-        push_summary(pushgateway, outcome.data.summary)
+        push_summary(pushgateway, outcome.data.summary, cluster=cfg.cluster_name)
 
 
 def parse_spark_conf(pairs: list[str]) -> dict[str, str]:

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
 
 from deletion_service.admin import AdminServer
 from deletion_service.cluster_writer import pulsar_custom_metadata
@@ -207,13 +208,20 @@ def test_dlq_lists_parked_requests_without_acking(stack: Stack) -> None:
 
 def test_metrics_serves_every_registry(stores: tuple[MetadataStore, MetadataStore],
                                        pulsar_broker: PulsarLiteBroker) -> None:
+    """Every registry, every sample labelled with its cluster as Pulsar's are, and no ``_created`` series
+    (prometheus-client's default, which Pulsar never emits)."""
     cursor_registry = CollectorRegistry()
     EpochMetrics("c", "t/ns", TOPIC, "sub", registry=cursor_registry).on_start()
-    with admin_stack(*stores, pulsar_broker, registries=(cursor_registry,)) as s:
+    with admin_stack(*stores, pulsar_broker, registries=(cursor_registry,), clusterName="east") as s:
         reply = s.call("GET", "/metrics")
         assert reply.status == 200 and reply.headers["content-type"].startswith("text/plain")
-        assert "\npulsar_ledger_deletion_received_total 0.0\n" in reply.body
-        assert 'pulsar_cursor_epoch_increase_task_state{' in reply.body
+        samples = [sample for family in text_string_to_metric_families(reply.body) for sample in family.samples]
+        by_name = {sample.name: sample for sample in samples}
+        assert by_name["pulsar_ledger_deletion_received_total"].labels == {"cluster": "east"}
+        assert by_name["pulsar_ledger_deletion_received_total"].value == 0
+        assert by_name["pulsar_cursor_epoch_increase_task_state"].labels["cluster"] == "c"  # its own, kept
+        assert [s.name for s in samples if "cluster" not in s.labels] == []
+        assert [s.name for s in samples if s.name.endswith("_created")] == []
 
 
 def test_the_committed_document_is_served(stack: Stack) -> None:

@@ -46,6 +46,19 @@ def test_chroot_is_created_and_isolates(zookeeper: ZooKeeperServer, zk_url: str)
         raw.close()
 
 
+@pytest.mark.parametrize("form", ["zk:{hosts}/{chroot}", "{hosts}/{chroot}",
+                                  "metadata-store:zk:{hosts}/{chroot}/ledgers"])
+def test_pulsars_url_forms_open_the_same_chroot(zookeeper: ZooKeeperServer, zk_url: str, form: str) -> None:
+    """``metadataStoreUrl`` (``zk:``), a bare host list, and ``bookkeeperMetadataServiceUri``
+    (``metadata-store:`` … ``/ledgers``) reach the nodes a ``zk://`` URL of the same chroot wrote."""
+    with open_store(zk_url) as store:
+        store.put("/managed-ledgers/t/ns/persistent/x", b"written through zk://", ABSENT)
+    chroot = zk_url.split("/", 3)[3]
+    with open_store(form.format(hosts=zookeeper.hosts, chroot=chroot)) as store:
+        node = store.get("/managed-ledgers/t/ns/persistent/x")
+    assert node is not None and node.data == b"written through zk://"
+
+
 def test_digest_auth_from_file(zookeeper: ZooKeeperServer, zk_url: str, tmp_path: Path) -> None:
     chroot = "/" + zk_url.split("/", 3)[3]
     raw = KazooClient(zookeeper.hosts)

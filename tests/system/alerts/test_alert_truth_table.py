@@ -44,6 +44,7 @@ from metastore.interface import ANY
 from tests.support.alert_rules import PROMTOOL, RULES, rule_names
 from tests.support.cli_runner import run_cli
 from tests.support.harness import ServerProcess, debian_tool, free_port, wait_until
+from tests.support.metrics_scrape import metric
 
 PUSHGATEWAY = debian_tool("prometheus-pushgateway")
 pytestmark = pytest.mark.skipif(PROMTOOL is None or PUSHGATEWAY is None,
@@ -120,11 +121,6 @@ def judge(rows: list[Row], tmp_path: Path) -> None:
         assert run.returncode == 0 or row.fired, out  # failed for another reason than an alert
 
 
-def _sample(text: str | None, pattern: str) -> float | None:
-    found = re.search(rf"^{pattern} (\S+)$", text or "", flags=re.M)
-    return float(found.group(1)) if found else None
-
-
 @pytest.fixture
 def gateway(tmp_path: Path) -> Iterator[str]:
     server = ServerProcess("pushgateway", tmp_path / "pushgateway", port=free_port())
@@ -176,7 +172,7 @@ def _scrape_when(url: str, proc: subprocess.Popen, log: Path, what: str, *patter
 
     def ready() -> bool:
         seen[0] = _get(url)
-        return all(_sample(seen[0], p) == v for p, v in patterns)
+        return all(metric(seen[0] or "", p) == v for p, v in patterns)
 
     wait_until(ready, 60, what, proc=proc, log_path=log, interval=0.3)
     assert seen[0] is not None

@@ -17,6 +17,7 @@ from tests.support.cli_runner import run_cli
 from tests.support.daemon_ledgers import TOPIC, present, request_file, seed
 from tests.support.daemon_process import answers, data_dir, start_daemon
 from tests.support.harness import free_port, wait_until
+from tests.support.metrics_scrape import metric
 
 __all__ = ["data_dir"]  # the fixture: it stops a broker left behind
 
@@ -217,10 +218,10 @@ def test_metrics_and_inflight_answer_while_running(data_dir: Path, tmp_path: Pat
 
     try:
         wait_until(lambda: answers(base + "/healthz"), 30, "the admin API")
-        deleted = 'pulsar_ledger_deletion_acked_total{outcome="deleted"} 3.0'
-        wait_until(lambda: deleted in get("/metrics"), 30, "three deletions on /metrics")
+        deleted = 'pulsar_ledger_deletion_acked_total{outcome="deleted"}'
+        wait_until(lambda: metric(get("/metrics"), deleted) == 3, 30, "three deletions on /metrics")
         metrics = get("/metrics")
-        assert 'pulsar_ledger_deletion_deleted_total{type="LEDGER"} 3.0' in metrics
+        assert metric(metrics, 'pulsar_ledger_deletion_deleted_total{type="LEDGER"}') == 3
         # the backlog gauges have a sample once the broker's statistics were refreshed after start
         wait_until(lambda: "pulsar_ledger_deletion_estimated_inflight" in get("/metrics"), 30, "the in-flight gauge")
         assert isinstance(json.loads(get("/admin/v2/broker-stats/estimated-inflight-deletion-ledger-count")), int)
@@ -234,7 +235,7 @@ def test_metrics_and_inflight_answer_while_running(data_dir: Path, tmp_path: Pat
         assert r.returncode == 0, r.stderr
         assert EmbeddedBroker(data_dir).read_info() == owner
         wait_until(
-            lambda: 'pulsar_ledger_deletion_deleted_total{type="LEDGER"} 4.0' in get("/metrics"),
+            lambda: metric(get("/metrics"), 'pulsar_ledger_deletion_deleted_total{type="LEDGER"}') == 4,
             30,
             "the daemon to delete the enqueued ledger",
         )

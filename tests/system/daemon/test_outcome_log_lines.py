@@ -20,6 +20,7 @@ from metastore import open_store
 from metastore.formats import ledger_path
 from tests.support.cli_runner import run_cli
 from tests.support.harness import PulsarLiteBroker, free_port, wait_until
+from tests.support.metrics_scrape import metric
 
 TOPIC = "persistent://lines/ns/orders"
 DELETED = range(1, 41)
@@ -39,8 +40,7 @@ def _acked(port: int, outcome: str) -> float:
             text = r.read().decode()
     except OSError:  # not answering yet
         return -1.0
-    found = re.search(rf'^pulsar_ledger_deletion_acked_total{{outcome="{outcome}"}} (\S+)$', text, flags=re.M)
-    return float(found.group(1)) if found else 0.0
+    return metric(text, f'pulsar_ledger_deletion_acked_total{{outcome="{outcome}"}}') or 0.0
 
 
 def test_a_batch_of_deletions_is_one_line_naming_every_ledger_and_a_dead_letter_keeps_its_own(

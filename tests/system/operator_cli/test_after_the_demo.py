@@ -24,16 +24,12 @@ from tests.support.alert_rules import PROMTOOL, promtool_firing
 from tests.support.cli_runner import run_cli
 from tests.support.daemon_process import answers, start_daemon
 from tests.support.harness import free_port, wait_until
+from tests.support.metrics_scrape import metric
 
 
 def _get(url: str) -> str:
     with urllib.request.urlopen(url, timeout=5) as r:
         return r.read().decode()
-
-
-def _sample(text: str, name: str) -> float | None:
-    found = re.search(rf"^{re.escape(name)} (\S+)$", text, flags=re.M)
-    return float(found.group(1)) if found else None
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +109,7 @@ def test_held_requests_say_why_and_until_when_and_the_figures_agree(after_demo: 
 
         def read() -> bool:
             metrics.append(_get(f"{base}/metrics"))
-            return _sample(metrics[-1], "pulsar_ledger_deletion_dlq_size") is not None
+            return metric(metrics[-1], "pulsar_ledger_deletion_dlq_size") is not None
 
         wait_until(read, 60, "the DLQ gauge", proc=proc, interval=0.5)
         held = json.loads(_get(f"{base}/status"))["inHand"]
@@ -121,18 +117,18 @@ def test_held_requests_say_why_and_until_when_and_the_figures_agree(after_demo: 
         assert [(g["reason"], g["count"]) for g in groups] == [("not-yet", 3)], groups
         assert "minLedgerAgeSeconds" in groups[0]["example"]
         text = metrics[-1]
-        assert _sample(text, 'pulsar_ledger_deletion_held{reason="not-yet"}') == 3
-        assert _sample(text, 'pulsar_ledger_deletion_held{reason="retry-delay"}') == 0
-        assert _sample(text, "process_cpu_seconds_total") is not None
+        assert metric(text, 'pulsar_ledger_deletion_held{reason="not-yet"}') == 3
+        assert metric(text, 'pulsar_ledger_deletion_held{reason="retry-delay"}') == 0
+        assert metric(text, "process_cpu_seconds_total") is not None
         # waiting, not stuck: nothing ready in the request partitions, nothing overdue; promtool over
         # this very scrape, held for 6 h 40 min: only the DLQ's 2 parked requests alert
-        assert _sample(text, "pulsar_ledger_deletion_request_backlog") == 0
-        assert _sample(text, "pulsar_ledger_deletion_held_overdue") == 0
+        assert metric(text, "pulsar_ledger_deletion_request_backlog") == 0
+        assert metric(text, "pulsar_ledger_deletion_held_overdue") == 0
         if PROMTOOL is not None:
             assert promtool_firing(text, tmp_path) == {"LedgerDeletionDLQNotEmpty"}
         assert re.search(r'^pulsar_ledger_deletion_build_info\{.*version="', text, flags=re.M)
         listed = json.loads(run_cli("dlq", "list", "--json", "--data-dir", str(data_dir)).stdout)
-        assert _sample(text, "pulsar_ledger_deletion_dlq_size") == len(listed) == 2
+        assert metric(text, "pulsar_ledger_deletion_dlq_size") == len(listed) == 2
         status = run_cli("status", "--admin-address", f"127.0.0.1:{port}", env={"COLUMNS": "200"})
         assert re.search(r"3 \S* not yet: too young", status.stdout) or "not yet: too young" in status.stdout
         tomorrow = local_moment(time.time() + 86_000)[:10]
@@ -143,7 +139,7 @@ def test_held_requests_say_why_and_until_when_and_the_figures_agree(after_demo: 
         assert requeued.returncode == 0, requeued.stderr
         listed = json.loads(run_cli("dlq", "list", "--json", "--data-dir", str(data_dir)).stdout)
         assert len(listed) == 1
-        wait_until(lambda: _sample(_get(f"{base}/metrics"), "pulsar_ledger_deletion_dlq_size") == 1, 60,
+        wait_until(lambda: metric(_get(f"{base}/metrics"), "pulsar_ledger_deletion_dlq_size") == 1, 60,
                    "the DLQ gauge to follow the requeue", proc=proc, interval=0.5)
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -15,7 +15,8 @@ from tests.support.harness import free_port
 
 @pytest.mark.parametrize("url,fragment", [
     ("foo://x", "unknown metadata store scheme 'foo'"),
-    ("localhost:2181", "has no scheme"),
+    ("localhost", "has no scheme"),
+    ("oxia://oxia:6648/broker", "names Oxia, which this tool does not support yet"),
     ("zk://host-without-port", "invalid host:port"),
     ("zk://user:pw@127.0.0.1:2181", "credentials in the ZooKeeper URL are not accepted"),
     ("sqlite://relative.db", "needs an absolute path"),
