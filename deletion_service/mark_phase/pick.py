@@ -106,7 +106,7 @@ class Announcement:
 
 
 def requests_for(topic: str, ledger: LedgerInfo, marked_at_ms: int,
-                 offload_fallback: OffloadLocation | None = None) -> Announcement:
+                 offload_fallback: OffloadLocation | None = None, reason: Reason = Reason.TRIM) -> Announcement:
     """One request per copy: BookKeeper unless the offload deleted it, and one OFFLOAD_LEDGER request
     per offloaded part (the per-ledger objects; each streaming segment), each naming the location
     that part was written to.  A ledger leaves the list only when EVERY copy it has got a request,
@@ -124,9 +124,12 @@ def requests_for(topic: str, ledger: LedgerInfo, marked_at_ms: int,
       ledger its managed ledger still lists holds it, and acks a request for a segment still held
       as in use: the holder's own request deletes it when the holder leaves.  In one request with
       the ledger's other parts, a held segment would keep them all (and they might have no
-      other request left to delete them)."""
+      other request left to delete them).
+
+    ``reason``: trim's own, or the leak watcher's (which builds the requests of a ledger a broker
+    removed from its list as trim would have built them)."""
     base = {"topic_name": topic, "ledger_component": LedgerComponent.MANAGED_LEDGER, "ledger_id": ledger.ledger_id,
-            "marked_at": marked_at_ms, "reason": Reason.TRIM}
+            "marked_at": marked_at_ms, "reason": reason}
     ctx = ledger.offload_context
     bookkeeper = PendingDeleteLedgerInfo(**base, ledger_type=LedgerType.LEDGER)
     if ctx is None:

@@ -105,6 +105,9 @@ class Reason(StrEnum):
     ORPHAN = "orphan"
     MANUAL = "manual"
     TOPIC_DELETED = "topic-deleted"
+    #: Ours: the leak watcher saw the ledger leave every reference and still exist after a settle delay
+    #: (a broker's one-phase delete that failed).  A claim like any other: it buys no check less.
+    LEAKED = "leaked"
 
 
 class InvalidRequest(ValueError):
