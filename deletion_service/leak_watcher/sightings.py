@@ -84,13 +84,21 @@ class Reading:
         return ledgers, parts
 
 
+def merged(a: TopicSightings, b: TopicSightings) -> TopicSightings:
+    """One topic's sightings from two of its nodes (its managed ledger and its schema are read apart)."""
+    return TopicSightings(a.topic, {**a.listed, **b.listed}, (*a.owned, *b.owned), a.parts | b.parts)
+
+
 def reading_of(metas: Iterable[TopicMetadata], unreadable: Iterable[str] = ()) -> Reading:
-    """A reading of ``metas``; a topic whose references cannot be read joins ``unreadable``."""
+    """A reading of ``metas`` (a topic may come twice: its managed ledger, its schema); a topic whose
+    references cannot be read joins ``unreadable``, and what was read of it is dropped."""
     topics: dict[str, TopicSightings] = {}
     failed = set(unreadable)
     for meta in metas:
         try:
-            topics[meta.topic] = sightings_of(meta)
+            seen = sightings_of(meta)
         except ValueError:  # UnreadableReference
             failed.add(meta.topic)
-    return Reading(topics, frozenset(failed))
+            continue
+        topics[meta.topic] = merged(topics[meta.topic], seen) if meta.topic in topics else seen
+    return Reading({t: s for t, s in topics.items() if t not in failed}, frozenset(failed))

@@ -64,6 +64,16 @@ def test_a_ledger_another_topic_still_references_does_not_depart() -> None:
     assert departures(before, after, 5) == []
 
 
+def test_a_topics_managed_ledger_and_schema_read_apart_are_one_topic() -> None:
+    """The metadata store keeps a topic's schema apart from its managed ledger: both are its references."""
+    ledgers, schema = _topic([LedgerInfo(1)]), TopicMetadata(TOPIC, schema=_topic([], schema=[90]).schema,
+                                                              schema_id="t/ns/orders")
+    reading = reading_of([ledgers, schema])
+    assert reading.topics[TOPIC].ledger_ids() == {1, 90}
+    assert departures(reading, reading_of([schema, ledgers]), 5) == []
+    assert _requests(departures(reading, reading_of([ledgers]), 5)) == {("LEDGER", 90, "SCHEMA_STORAGE", None)}
+
+
 def test_a_topic_that_could_not_be_read_departs_nothing() -> None:
     before = reading_of([_topic([LedgerInfo(1), LedgerInfo(2)])])
     after = Reading({}, frozenset({TOPIC}))  # the second reading failed for this topic
