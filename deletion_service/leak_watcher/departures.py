@@ -32,12 +32,12 @@ class Departure:
 
 
 def carried(before: Reading, after: Reading) -> Reading:
-    """``after``, with each topic it could not read seen as ``before`` saw it."""
+    """``after``, with each topic it could not read (alone, or with its namespace) seen as ``before`` saw it."""
     topics = dict(after.topics)
-    for topic in after.unreadable:
-        if topic in before.topics:
-            topics[topic] = before.topics[topic]
-    return Reading(topics, after.unreadable)
+    for topic, seen in before.topics.items():
+        if not after.knows(topic):
+            topics[topic] = seen
+    return Reading(topics, after.unreadable, after.unreadable_namespaces)
 
 
 def departures(before: Reading, after: Reading, marked_at_ms: int,

@@ -38,10 +38,9 @@ class SettleQueue:
     def drop_referenced(self, reading: Reading) -> int:
         """Forget every waiting departure ``reading`` references again (or cannot read); how many."""
         ledgers, parts = reading.referenced()
-        unreadable = {t for t in reading.unreadable}
         gone = [key for key, (_, request) in self._since.items()
                 if (key[0] in ledgers if not key[1] else (key[0], key[1]) in parts)
-                or request.topic_name in unreadable]
+                or not reading.knows(request.topic_name)]
         for key in gone:
             del self._since[key]
         return len(gone)

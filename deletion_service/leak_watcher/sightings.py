@@ -73,6 +73,12 @@ class Reading:
 
     topics: Mapping[str, TopicSightings]
     unreadable: frozenset[str] = frozenset()
+    #: namespaces (``tenant/ns``) whose listing or a node of which could not be read: all their topics unknown
+    unreadable_namespaces: frozenset[str] = frozenset()
+
+    def knows(self, topic: str) -> bool:
+        """Whether this reading could read ``topic`` (absent from it then means gone)."""
+        return topic not in self.unreadable and namespace_of(topic) not in self.unreadable_namespaces
 
     def referenced(self) -> tuple[set[int], set[tuple[int, str]]]:
         """Every ledger id and every (ledger id, uuid) part referenced anywhere."""
@@ -89,7 +95,13 @@ def merged(a: TopicSightings, b: TopicSightings) -> TopicSightings:
     return TopicSightings(a.topic, {**a.listed, **b.listed}, (*a.owned, *b.owned), a.parts | b.parts)
 
 
-def reading_of(metas: Iterable[TopicMetadata], unreadable: Iterable[str] = ()) -> Reading:
+def namespace_of(topic: str) -> str:
+    """``persistent://t/ns/x`` → ``t/ns``."""
+    return "/".join(topic.partition("://")[2].split("/")[:2])
+
+
+def reading_of(metas: Iterable[TopicMetadata], unreadable: Iterable[str] = (),
+               unreadable_namespaces: Iterable[str] = ()) -> Reading:
     """A reading of ``metas`` (a topic may come twice: its managed ledger, its schema); a topic whose
     references cannot be read joins ``unreadable``, and what was read of it is dropped."""
     topics: dict[str, TopicSightings] = {}
@@ -101,4 +113,5 @@ def reading_of(metas: Iterable[TopicMetadata], unreadable: Iterable[str] = ()) -
             failed.add(meta.topic)
             continue
         topics[meta.topic] = merged(topics[meta.topic], seen) if meta.topic in topics else seen
-    return Reading({t: s for t, s in topics.items() if t not in failed}, frozenset(failed))
+    return Reading({t: s for t, s in topics.items() if t not in failed}, frozenset(failed),
+                   frozenset(unreadable_namespaces))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,13 +10,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from deletion_service.errors import UserError
+
+# the scan's other inventories read nodes through the one reader too (re-exported)
+from deletion_service.protocol.metadata_reading import READ_CHUNK as READ_CHUNK
+from deletion_service.protocol.metadata_reading import read_nodes as read_nodes
 from metastore import open_store
-from metastore.interface import MetadataStore, MetadataStoreError, MetadataStoreUnavailable, Node
+from metastore.interface import MetadataStore
 
-_log = logging.getLogger(__name__)
-
-#: Nodes per ``get_many`` call (the store splits it into multi-reads sized to its replies).
-READ_CHUNK = 1000
 #: Chunks requested ahead of the one being decoded.
 READ_AHEAD = 2
 #: Threads listing cursors (one ``children`` call per topic) inside one namespace task.
@@ -51,26 +49,3 @@ def kept(df: DataFrame) -> DataFrame:
     df = df.persist(StorageLevel.MEMORY_AND_DISK)
     df.count()
     return df
-
-
-def read_nodes(store: MetadataStore, paths: Sequence[str]) -> tuple[dict[str, Node | None], dict[str, str]]:
-    """Pipelined reads; when the batch fails for a reason other than the store being down,
-    node by node, so a node the store refuses (no access, say) costs that node alone.
-
-    Returns the nodes read and, per path that could not be read, why."""
-    try:
-        return store.get_many(paths), {}
-    except MetadataStoreUnavailable:
-        raise  # the task fails; Spark retries it
-    except MetadataStoreError:
-        _log.warning("a batched metadata read failed; reading %d node(s) one by one", len(paths))
-    nodes: dict[str, Node | None] = {}
-    failed: dict[str, str] = {}
-    for path in paths:
-        try:
-            nodes[path] = store.get(path)
-        except MetadataStoreUnavailable:
-            raise
-        except MetadataStoreError as e:
-            failed[path] = f"{type(e).__name__}: {e}"
-    return nodes, failed

@@ -84,6 +84,15 @@ def test_a_topic_that_could_not_be_read_departs_nothing() -> None:
     assert departures(before, unreadable, 5) == []
 
 
+def test_a_namespace_that_could_not_be_read_departs_nothing_and_holds_back_what_waits() -> None:
+    before = reading_of([_topic([LedgerInfo(1), LedgerInfo(2)]), _topic([LedgerInfo(9)], topic=OTHER)])
+    after = reading_of([], unreadable_namespaces=["t/ns"])  # listing t/ns failed this pass
+    assert departures(before, after, 5) == []
+    queue = SettleQueue(settle_s=0)
+    queue.add(departures(before, reading_of([]), 5), now=0)
+    assert len(queue) == 3 and queue.drop_referenced(after) == 3  # unknown again: nothing may be requested
+
+
 def test_a_deleted_topic_departs_every_kind_it_referenced() -> None:
     cursors = {"in-ledger": ManagedCursorInfo(55, Position(1, 0)),
                "delayed": ManagedCursorInfo(-1, Position(1, 0), cursor_properties={BUCKET: "44"}),
