@@ -37,7 +37,10 @@ With no --metadata-store and no --broker-url everything runs embedded under
 --data-dir (SQLite metadata, a local pulsar-lite broker, filesystem offload).
 Common options may be given before or after the subcommand.
 
-Store URLs: `zk://host:port[,host:port][/chroot]` or `sqlite:///path/metadata.db`.
+Store URLs: `zk://host:port[,host:port][/chroot]` or `sqlite:///path/metadata.db`,
+and Pulsar's own forms: `zk:host:port[,host:port][/chroot]` (metadataStoreUrl),
+a bare `host:port[,host:port]`, `metadata-store:zk:host:port/ledgers`
+(bookkeeperMetadataServiceUri).
 Broker: `pulsar://host:6650`; admin REST: `http://host:8080`.
 
 Environment (below flags, above --config): `LEDGER_DELETION_METADATA_STORE`,
@@ -120,12 +123,10 @@ app = typer.Typer(
 def root(
     ctx: typer.Context,
     metadata_store: Annotated[str | None, typer.Option(
-        metavar="URL", help="ZooKeeper as Pulsar's metadataStoreUrl names it (zk:host:2181,host:2181/chroot) "
-        "or zk://…, or sqlite:///…; default: SQLite in --data-dir",
+        metavar="URL", help="a ZooKeeper or SQLite URL (forms: ledger-deletion --help); default: SQLite in --data-dir",
         envvar="LEDGER_DELETION_METADATA_STORE", show_envvar=False)] = None,
     bookkeeper_metadata_store: Annotated[str | None, typer.Option(
-        metavar="URL", help="where BookKeeper's ledger metadata lives, in the same forms or as Pulsar's "
-        "bookkeeperMetadataServiceUri (metadata-store:zk:host:2181/ledgers); default: --metadata-store",
+        metavar="URL", help="where BookKeeper's ledger metadata lives; default: --metadata-store",
         envvar="LEDGER_DELETION_BOOKKEEPER_METADATA_STORE", show_envvar=False)] = None,
     broker_url: Annotated[str | None, typer.Option(
         metavar="URL", help="the broker's service URL; default: the embedded broker",

@@ -159,7 +159,8 @@ def test_a_killed_daemons_broker_is_found_and_replaced(data_dir: Path) -> None:
     "args,code,fragments",
     [
         (["--metadata-store", "zk://127.0.0.1:{port}"], 1, ["cannot connect to ZooKeeper"]),
-        (["--metadata-store", "zk:/oops"], 2, ["no scheme"]),
+        (["--metadata-store", "zk:/oops"], 2, ["invalid host:port"]),
+        (["--metadata-store", "oops"], 2, ["no scheme"]),
         (["--broker-url", "pulsar://127.0.0.1:{port}", "--metadata-store", "sqlite:///{tmp}/m.db"], 1, ["127.0.0.1:"]),
     ],
 )
