@@ -173,7 +173,10 @@ class AdminRestBacklog(BacklogSource):
                 self._ssl.check_hostname, self._ssl.verify_mode = False, ssl.CERT_NONE
             if credentials is not None and credentials.kind == TLS:
                 cert, key = (part.partition(":")[2] for part in credentials.parameters.split(","))
-                self._ssl.load_cert_chain(cert, key)
+                try:
+                    self._ssl.load_cert_chain(cert, key)
+                except (ssl.SSLError, OSError) as e:
+                    raise UserError(f"the TLS client certificate {cert} with key {key} cannot be loaded: {e}") from e
 
     def backlog(self, topics: Iterable[str], subscription: str) -> dict[str, int]:
         return {t: self._one(t, subscription) for t in topics}

@@ -24,6 +24,7 @@ import pytest
 from deletion_service.broker.authentication import broker_credentials
 from deletion_service.broker.interface import BrokerError
 from deletion_service.broker.pulsar_client import PulsarBrokerClient
+from deletion_service.errors import UserError
 from deletion_service.inflight import AdminRestBacklog
 from tests.support.harness import PulsarLiteBroker
 
@@ -58,8 +59,9 @@ def _server_context(pki: Path, client_cert: ssl.VerifyMode = ssl.CERT_REQUIRED) 
 
 
 def _client_cn(tls: ssl.SSLSocket) -> str:
-    cert = tls.getpeercert() or {}
-    return dict(item for rdn in cert.get("subject", ()) for item in rdn).get("commonName", "")
+    cert: dict = tls.getpeercert() or {}  # type: ignore[assignment] - typeshed's shape of it is looser than the stdlib's
+    names = {str(key): str(value) for rdn in cert.get("subject", ()) for key, value in rdn}
+    return names.get("commonName", "")
 
 
 @contextlib.contextmanager
@@ -119,7 +121,7 @@ def https_admin(pki: Path) -> Iterator[tuple[str, list[str]]]:
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, *args: object) -> None:
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the stdlib's name
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -159,3 +161,10 @@ def test_the_token_plugin_connects_to_a_broker(pulsar_broker: PulsarLiteBroker) 
         assert broker.partitions("persistent://public/default/auth-plugin") == 0
     finally:
         broker.close()
+
+
+def test_a_certificate_that_is_no_certificate_is_one_clear_error(pki: Path, tmp_path: Path) -> None:
+    (tmp_path / "c.pem").write_text("not a certificate")
+    creds = broker_credentials(TLS_CLASS, f"tlsCertFile:{tmp_path}/c.pem,tlsKeyFile:{pki}/client.key", None)
+    with pytest.raises(UserError, match="cannot be loaded"):
+        AdminRestBacklog("https://127.0.0.1:1", credentials=creds, trust_file=pki / "ca.pem")
