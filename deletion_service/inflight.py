@@ -21,7 +21,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from deletion_service.broker.authentication import OAUTH2, TLS, BrokerCredentials
+from deletion_service.broker.authentication import OAUTH2, BrokerCredentials
 from deletion_service.broker.interface import BrokerClient, BrokerError
 from deletion_service.errors import UserError
 from deletion_service.protocol.topics import DeletionTopics
@@ -171,8 +171,9 @@ class AdminRestBacklog(BacklogSource):
             self._ssl = ssl.create_default_context(cafile=str(trust_file) if trust_file else None)
             if allow_insecure:
                 self._ssl.check_hostname, self._ssl.verify_mode = False, ssl.CERT_NONE
-            if credentials is not None and credentials.kind == TLS:
-                cert, key = (part.partition(":")[2] for part in credentials.parameters.split(","))
+            files = credentials.tls_files() if credentials is not None else None
+            if files is not None:
+                cert, key = files
                 try:
                     self._ssl.load_cert_chain(cert, key)
                 except (ssl.SSLError, OSError) as e:

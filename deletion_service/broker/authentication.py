@@ -39,6 +39,13 @@ class BrokerCredentials:
     def __repr__(self) -> str:  # the parameters may be a token
         return f"BrokerCredentials(kind={self.kind!r}, parameters=<hidden>)"
 
+    def tls_files(self) -> tuple[str, str] | None:
+        """(certificate file, key file) an HTTP client presents; None for other kinds."""
+        if self.kind != TLS:
+            return None
+        fields = _fields(self.parameters)
+        return fields["tlsCertFile"], fields["tlsKeyFile"]
+
     def bearer_token(self) -> str | None:
         """The token an HTTP client sends as ``Authorization: Bearer``; None for other kinds."""
         if self.kind != TOKEN:

@@ -46,12 +46,12 @@ def departures(before: Reading, after: Reading, marked_at_ms: int,
     request once."""
     ledgers_now, parts_now = carried(before, after).referenced()
     out: list[Departure] = []
-    sent: set[tuple[str, int, str]] = set()
+    sent: set[tuple[int, str]] = set()
     for seen in before.topics.values():
         for departure in (*_listed(seen, ledgers_now, parts_now, marked_at_ms, offload_fallback),
                           *_owned(seen, ledgers_now, marked_at_ms)):
-            fresh = tuple(r for r in departure.requests if _key(r) not in sent)
-            sent.update(_key(r) for r in fresh)
+            fresh = tuple(r for r in departure.requests if copy_key(r) not in sent)
+            sent.update(copy_key(r) for r in fresh)
             if fresh or departure.unrequestable:
                 out.append(Departure(departure.topic, departure.ledger_id, fresh, departure.unrequestable))
     return out
@@ -94,6 +94,6 @@ def _request(topic: str, owned: OwnedLedger, marked_at_ms: int) -> PendingDelete
                                    ledger_id=owned.ledger_id, marked_at=marked_at_ms, reason=Reason.LEAKED)
 
 
-def _key(request: PendingDeleteLedgerInfo) -> tuple[str, int, str]:
-    part = part_of(request)
-    return (str(request.ledger_type), request.ledger_id, part[1] if part else "")
+def copy_key(request: PendingDeleteLedgerInfo) -> tuple[int, str]:
+    """Which copy a request deletes: (ledger id, "") for BookKeeper, (ledger id, uuid) for an offloaded part."""
+    return part_of(request) or (request.ledger_id, "")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
-from deletion_service.leak_watcher.departures import Departure, part_of
+from deletion_service.leak_watcher.departures import Departure, copy_key
 from deletion_service.leak_watcher.sightings import Reading
 from deletion_service.protocol.request import PendingDeleteLedgerInfo
 
@@ -30,7 +30,7 @@ class SettleQueue:
     def add(self, departures: list[Departure], now: float) -> None:
         for departure in departures:
             for request in departure.requests:
-                key = _key(request)
+                key = copy_key(request)
                 if key not in self._since:
                     self._since[key] = (now, request)
                     heapq.heappush(self._order, (now, key))
@@ -56,7 +56,3 @@ class SettleQueue:
                 out.append(entry[1])
         return out
 
-
-def _key(request: PendingDeleteLedgerInfo) -> tuple[int, str]:
-    part = part_of(request)
-    return (request.ledger_id, part[1] if part else "")

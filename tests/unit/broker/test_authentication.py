@@ -20,6 +20,7 @@ OAUTH2_CLASS = "org.apache.pulsar.client.impl.auth.oauth2.AuthenticationOAuth2"
 def test_a_token_inline_or_in_a_file(plugin: str, tmp_path: Path) -> None:
     inline = broker_credentials(plugin, "token:eyJ.abc.def", None)
     assert inline == BrokerCredentials(TOKEN, "token:eyJ.abc.def") and inline.bearer_token() == "eyJ.abc.def"
+    assert inline.tls_files() is None
     (tmp_path / "t").write_text("eyJ.from.file\n")
     in_file = broker_credentials(plugin, f"file://{tmp_path / 't'}", None)
     assert in_file is not None and in_file.kind == TOKEN and in_file.bearer_token() == "eyJ.from.file"
@@ -42,6 +43,7 @@ def test_tls_client_certificates(tmp_path: Path) -> None:
         creds = broker_credentials(TLS_CLASS, params, None)
         assert creds == BrokerCredentials(TLS, f"tlsCertFile:{tmp_path}/c.pem,tlsKeyFile:{tmp_path}/k.pem")
         assert creds.bearer_token() is None
+        assert creds.tls_files() == (f"{tmp_path}/c.pem", f"{tmp_path}/k.pem")
     with pytest.raises(UserError, match="tlsKeyFile missing"):
         broker_credentials(TLS_CLASS, f"tlsCertFile:{tmp_path}/c.pem", None)
     with pytest.raises(UserError, match="cannot read tlsKeyFile"):
