@@ -101,6 +101,14 @@ class DeletionConfig(BaseModel):
     ledger_deletion_namespace_refresh_seconds: Annotated[int, Field(ge=1, le=3600)] = 30
     # ours: how often the daemon reads every cursor in scope for the cursor-health gauges (0: never)
     ledger_deletion_cursor_health_refresh_seconds: Annotated[int, Field(ge=0, le=86_400)] = 300
+    # ours, the leak watcher: on a broker that deletes in one phase, request every ledger or offloaded part that
+    # left every reference but is still stored after the settle delay (one replica watches; off: false)
+    ledger_deletion_leak_watcher_enabled: bool = True
+    # ours: how long a departed ledger may take to disappear from storage before it counts as leaked (a broker's
+    # own delete normally finishes in seconds)
+    ledger_deletion_leak_watcher_settle_seconds: Annotated[int, Field(ge=0, le=86_400)] = 120
+    # ours: seconds between two passes of the leak watcher over the metadata store
+    ledger_deletion_leak_watcher_pass_seconds: Annotated[int, Field(ge=1, le=3600)] = 30
     ledger_deletion_subscription: str = "ledger-deletion"
     ledger_deletion_dlq_subscription: str = "ledger-deletion-dlq"
     bookkeeper_ledgers_root_path: str = "/ledgers"

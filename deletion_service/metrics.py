@@ -164,6 +164,33 @@ def _version() -> str:
         return "unknown"
 
 
+class LeakWatcherGauges:
+    """What the leak watcher tells operators: the leaks the brokers left, and whether it keeps up."""
+
+    def __init__(self, r: CollectorRegistry) -> None:
+        self.leaks_observed = Counter(
+            f"{PREFIX}_leaks_observed", "Ledgers (kind=ledger) and offloaded parts (kind=offloaded) a broker removed "
+            "from its metadata but failed to delete from storage: each got one request with reason leaked. Counted "
+            "by the replica that watches", ["kind", "tenant", "namespace"], registry=r)
+        self.leader = Gauge(f"{PREFIX}_leak_watcher_leader", "1 on the one replica that watches the metadata store "
+                            "for leaks, 0 on the others (and when the watcher is off)", registry=r)
+        self.last_pass = Gauge(f"{PREFIX}_leak_watcher_last_pass_timestamp_seconds",
+                               "When the watcher's last completed pass began reading the metadata store", registry=r)
+        self.lag = Gauge(f"{PREFIX}_leak_watcher_lag_seconds", "How far behind the metadata store the watcher is: "
+                         "seconds since its last completed pass began reading (0 on a replica that does not watch)",
+                         registry=r)
+        self.waiting = Gauge(f"{PREFIX}_leak_watcher_waiting", "Ledgers and parts that left every reference and "
+                             "wait out the settle delay before their storage is checked", registry=r)
+
+
+#: The ``kind`` label of a leak, by the request's ledger type.
+_LEAK_KIND = {LedgerType.LEDGER: "ledger", LedgerType.OFFLOAD_LEDGER: "offloaded"}
+
+
+def leak_kind(ledger_type: LedgerType) -> str:
+    return _LEAK_KIND[ledger_type]
+
+
 class DeletionMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
@@ -213,6 +240,7 @@ class DeletionMetrics:
         self.cursors = CursorHealthGauges(r)  # set by the daemon's periodic cursor check (daemon/gauges.py)
         self.dispose_failures = Counter(
             f"{PREFIX}_dispose_failures", "Failed attempts to publish a RETRY/DLQ copy or to ack", registry=r)
+        self.leak_watcher = LeakWatcherGauges(r)  # set by the leak watcher's role (leak_watcher/role.py)
 
     def count_delete(self, ledger_type: str, status: DeleteStatus) -> None:
         """One delete's result: ``deleted`` counts as deleted; ``absent`` (already gone) and a

@@ -7,6 +7,7 @@ from metastore.interface import (
     BadVersionError,
     CheckVersion,
     Delete,
+    Leadership,
     MetadataStore,
     MetadataStoreError,
     MetadataStoreUnavailable,
@@ -18,12 +19,13 @@ from metastore.interface import (
     NotEmptyError,
     Put,
     RequestTooLargeError,
+    walk,
 )
 from metastore.url import InvalidStoreUrl
 
 __all__ = [
-    "ABSENT", "ANY", "BadVersionError", "CheckVersion", "Delete", "InvalidStoreUrl",
+    "ABSENT", "ANY", "BadVersionError", "CheckVersion", "Delete", "InvalidStoreUrl", "Leadership",
     "MetadataStore", "MetadataStoreError", "MetadataStoreUnavailable", "MultiOpError", "Node",
     "NodeDeleteOutcome", "NodeExistsError", "NoNodeError", "NotEmptyError", "Put", "RequestTooLargeError",
-    "open_store",
+    "open_store", "walk",
 ]

@@ -154,6 +154,45 @@ class MultiOpError(MetadataStoreError):
         self.cause = cause
 
 
+class Leadership(abc.ABC):
+    """One holder at a time among the processes contending under one path of a store.
+
+    :meth:`holds` is this process's view: True only while the store still vouches for it (a
+    ZooKeeper connection that is suspended or lost ends it at once, before the session does), so
+    a holder that acts after checking it acts at most one check late.  What a holder does with the
+    role must stay safe when two briefly believe they hold it."""
+
+    @abc.abstractmethod
+    def holds(self) -> bool:
+        """Whether this process holds the role now."""
+
+    @abc.abstractmethod
+    def holder(self) -> str | None:
+        """The identifier of whoever holds the role (this process or another), None when nobody
+        does or the store cannot tell now."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Stop contending and give the role up."""
+
+
+class SoleLeadership(Leadership):
+    """The role of a store only one daemon serves (the embedded SQLite store): always held."""
+
+    def __init__(self, identifier: str) -> None:
+        self.identifier = identifier
+        self._closed = False
+
+    def holds(self) -> bool:
+        return not self._closed
+
+    def holder(self) -> str | None:
+        return None if self._closed else self.identifier
+
+    def close(self) -> None:
+        self._closed = True
+
+
 class MetadataStore(abc.ABC):
     """A versioned tree of nodes; paths are absolute and ``/``-separated."""
 
@@ -189,6 +228,11 @@ class MetadataStore(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None:
         """Release connections; the store is unusable afterwards."""
+
+    def leadership(self, path: str, identifier: str) -> Leadership:
+        """Contend for the role named by ``path`` as ``identifier`` (shown to operators as its holder).
+        A store that only one daemon serves holds it at once; ZooKeeper elects one holder."""
+        return SoleLeadership(identifier)
 
     # ---- conveniences with a default implementation; backends may pipeline them
 
@@ -339,13 +383,6 @@ class MetadataStore(abc.ABC):
             return NodeDeleteOutcome.UNKNOWN
         return NodeDeleteOutcome.DELETED
 
-    def walk(self, path: str) -> Iterator[str]:
-        """Every path below ``path`` (depth first, parents before children)."""
-        for name in self.children(path):
-            child = join(path, name)
-            yield child
-            yield from self.walk(child)
-
     def check_request_size(self, ops: Sequence[Op]) -> None:
         size = request_size(ops)
         if size > self.max_request_bytes:
@@ -360,6 +397,14 @@ class MetadataStore(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def walk(store: MetadataStore, path: str) -> Iterator[str]:
+    """Every path below ``path`` in ``store`` (depth first, parents before children)."""
+    for name in store.children(path):
+        child = join(path, name)
+        yield child
+        yield from walk(store, child)
 
 
 def request_size(ops: Sequence[Op]) -> int:

@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry
 
 from deletion_service.broker.interface import BrokerClient
 from deletion_service.inflight import BacklogSource
+from deletion_service.leak_watcher.role import WatcherStatus
 from deletion_service.protocol.topics import DeletionTopics
 from deletion_service.service import LedgerDeletionService
 from metastore.interface import MetadataStore
@@ -41,6 +42,8 @@ class AdminDeps:
     dlq_wait_s: float = 1.0
     #: ``/healthz``: None while the daemon can work, else why not (its embedded broker is gone for good)
     liveness: Callable[[], str | None] = lambda: None
+    #: ``/status``'s leak watcher: who watches and how far behind (None: off on this daemon)
+    leak_watcher: Callable[[], WatcherStatus | None] = lambda: None
 
     @classmethod
     def unwired(cls) -> AdminDeps:

@@ -16,6 +16,7 @@ from fastapi import FastAPI
 
 from deletion_service import logs
 from deletion_service.admin.deps import AdminDeps
+from deletion_service.leak_watcher.role import WatcherStatus
 
 STATUS_PATH = "/status"
 
@@ -24,8 +25,9 @@ STATUS_DOC: dict[str, Any] = {
     "summary": "What the daemon is doing now",
     "description": "Requests in hand, held for a retry delay (and until when; `heldBy`: how many wait for "
                    "each reason, and when the first and last of them fall due), held through a dependency "
-                   "outage, waiting for the broker to take their disposition; the last warnings and errors; "
-                   "and whether each dependency answers (the same probes as `/readyz`).",
+                   "outage, waiting for the broker to take their disposition; the leak watcher (whether this "
+                   "replica watches, which one does, when its last pass began and how far behind it is); the "
+                   "last warnings and errors; and whether each dependency answers (the same probes as `/readyz`).",
 }
 
 
@@ -49,9 +51,19 @@ def status(deps: AdminDeps) -> dict[str, Any]:
     checks = deps.readiness()
     return {
         "inHand": in_hand,
+        "leakWatcher": _leak_watcher(deps.leak_watcher()),
         "dependencies": {name: why or "ok" for name, why in checks.items()},
         "recentProblems": logs.recent_problems(),
     }
+
+
+def _leak_watcher(state: WatcherStatus | None) -> dict[str, Any]:
+    if state is None:
+        return {"enabled": False}
+    return {"enabled": True, "watching": state.watching, "watcher": state.holder,
+            "lastPass": _iso(state.last_pass_at),
+            "lagSeconds": None if state.lag_s is None else round(state.lag_s, 1),
+            "waitingToSettle": state.waiting, "settleSeconds": state.settle_s}
 
 
 def add_status_route(app: FastAPI, deps: AdminDeps) -> None:

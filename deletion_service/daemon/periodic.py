@@ -24,7 +24,7 @@ _log = logging.getLogger("deletion_service.daemon")  # the daemon's pieces log u
 class Periodic:
     """Runs ``chore`` now, then every ``every_s`` seconds, on a daemon thread named ``name``."""
 
-    def __init__(self, name: str, chore: Callable[[], None], every_s: float, stop_event: threading.Event) -> None:
+    def __init__(self, name: str, chore: Callable[[], object], every_s: float, stop_event: threading.Event) -> None:
         self.name, self._chore, self.every_s, self._stop_event = name, chore, every_s, stop_event
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._failing = False

@@ -35,6 +35,18 @@ class SettleQueue:
                     self._since[key] = (now, request)
                     heapq.heappush(self._order, (now, key))
 
+    def waiting(self) -> list[tuple[float, PendingDeleteLedgerInfo]]:
+        """Every waiting departure as (first seen, its request), oldest first: what is kept across a restart."""
+        return sorted(self._since.values(), key=lambda entry: entry[0])
+
+    def restore(self, waiting: list[tuple[float, PendingDeleteLedgerInfo]]) -> None:
+        """Wait for these again, each from the time it was first seen (a hand-over does not restart the delay)."""
+        for since, request in waiting:
+            key = copy_key(request)
+            if key not in self._since or self._since[key][0] > since:
+                self._since[key] = (since, request)
+                heapq.heappush(self._order, (since, key))
+
     def drop_referenced(self, reading: Reading) -> int:
         """Forget every waiting departure ``reading`` references again (or cannot read); how many."""
         ledgers, parts = reading.referenced()

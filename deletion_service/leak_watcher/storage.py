@@ -21,12 +21,14 @@ from offloaders.registry import OffloaderSettings, offloader_for
 _log = logging.getLogger(__name__)
 
 
-def still_stored(bk_store: MetadataStore, ledgers_root: str, layout: LedgerLayout | str,
+def still_stored(bk_store: MetadataStore, ledgers_root: str, layout: LedgerLayout | str | Callable[[], LedgerLayout],
                  offload: OffloaderSettings) -> Callable[[PendingDeleteLedgerInfo], bool]:
+    """``layout``: BookKeeper's ledger layout, or how to read it when first needed."""
     def check(request: PendingDeleteLedgerInfo) -> bool:
         if request.ledger_type == LedgerType.LEDGER:
             try:
-                return bk_store.get(ledger_path(ledgers_root, request.ledger_id, layout)) is not None
+                path = ledger_path(ledgers_root, request.ledger_id, layout() if callable(layout) else layout)
+                return bk_store.get(path) is not None
             except MetadataStoreError as e:
                 _log.warning("leak watcher: cannot tell whether ledger %d is stored (%s): requesting it",
                              request.ledger_id, e)

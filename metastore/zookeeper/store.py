@@ -39,6 +39,7 @@ from metastore.interface import (
     BatchFate,
     CheckVersion,
     Delete,
+    Leadership,
     MetadataStore,
     MultiOpError,
     Node,
@@ -51,6 +52,7 @@ from metastore.url import ZooKeeperUrl
 from metastore.zookeeper.batch_reads import BatchReads
 from metastore.zookeeper.connection import DIGEST_ENV, ZooKeeperConnection
 from metastore.zookeeper.kazoo_errors import KAZOO_ERRORS, describe, map_error
+from metastore.zookeeper.leadership import ZooKeeperLeadership
 
 __all__ = ["DELETE_MULTIS_IN_FLIGHT", "DIGEST_ENV", "ZooKeeperMetadataStore"]
 
@@ -222,6 +224,11 @@ class ZooKeeperMetadataStore(MetadataStore):
             self.connection.call(self._client.sync_async, "/")
         except KAZOO_ERRORS as e:
             raise map_error(e, "sync") from e
+
+    def leadership(self, path: str, identifier: str) -> Leadership:
+        """Elected with kazoo's lock recipe on this store's connection (:mod:`.leadership`)."""
+        validate_path(path)
+        return ZooKeeperLeadership(self._client, path, identifier)
 
     def close(self) -> None:
         self.connection.close()

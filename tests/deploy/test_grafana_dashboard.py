@@ -42,6 +42,7 @@ def test_every_query_names_exported_metrics() -> None:
     m.estimated_inflight.set(0)
     m.unread_requests.set(0)
     m.cursors.set([], 1024)  # the cursor-health counts have a sample once the daemon read the cursors
+    m.leak_watcher.leaks_observed.labels(kind="ledger", tenant="t", namespace="ns")  # once a leak was seen
     scan = scan_registry(ScanSummary(1, 2, 3, 4, 5, 6, 7, 8, 9, 10_000))  # the scan's pushed gauges
     exported = {line.split("{")[0].split(" ")[0] for registry in (m.registry, scan)
                 for line in generate_latest(registry).decode().splitlines() if line and not line.startswith("#")}

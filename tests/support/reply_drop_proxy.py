@@ -1,9 +1,13 @@
-"""A loopback TCP proxy in front of the real ZooKeeper that loses the reply of a multi-op.
+"""A loopback TCP proxy in front of the real ZooKeeper that loses the reply of a multi-op, or goes silent.
 
 It forwards every request and reply unchanged, except that when armed it lets the next multi request
 through, waits for the server's reply to it (so the multi is known to be applied, or refused), drops
 that reply and closes the connection.  kazoo reconnects through the proxy within the same session, as
 it does after a network blip.  No real ZooKeeper loses a reply on demand.
+
+Silenced (:meth:`ReplyDropProxy.silence`), it swallows every frame both ways and closes new
+connections at once: a client cut off from ZooKeeper by the network, while the server goes on
+(and expires its session).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ class ReplyDropProxy:
         self.port = self._listener.getsockname()[1]
         self._lock = threading.Lock()
         self._armed = 0
+        self._silent = False
         self.dropped = 0
         self._sockets: list[socket.socket] = []
         threading.Thread(target=self._accept, name="zk-proxy", daemon=True).start()
@@ -35,6 +40,11 @@ class ReplyDropProxy:
         """Drop the reply of the next ``times`` multi-ops (each with its connection)."""
         with self._lock:
             self._armed = times
+
+    def silence(self, silent: bool = True) -> None:
+        """Swallow every frame and refuse every new connection (True) until called with False."""
+        with self._lock:
+            self._silent = silent
 
     def close(self) -> None:
         self._listener.close()
@@ -47,6 +57,9 @@ class ReplyDropProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
+            if self._silent:
+                _close(client)
+                continue
             upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
             self._sockets += [client, upstream]
             doomed: dict[str, int] = {}
@@ -63,6 +76,8 @@ class ReplyDropProxy:
                         self._armed -= 1
                         doomed["xid"] = xid  # before it is sent: its reply cannot come earlier
             first = False
+            if self._silent:
+                continue
             try:
                 upstream.sendall(frame)
             except OSError:
@@ -77,6 +92,8 @@ class ReplyDropProxy:
                     self.dropped += 1
                 break  # the server answered (applied or refused); the client never hears it
             first = False
+            if self._silent:
+                continue
             try:
                 client.sendall(frame)
             except OSError:

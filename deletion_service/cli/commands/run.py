@@ -28,6 +28,7 @@ from deletion_service.delete_phase.process.choice import use_delete_process
 from deletion_service.embedded.supervisor import BrokerSupervisor
 from deletion_service.errors import UsageError, UserError
 from deletion_service.inflight import NoBacklog
+from deletion_service.leak_watcher.role import WatcherStatus
 from deletion_service.protocol.scope import discover
 from deletion_service.service import LedgerDeletionService
 from metastore.interface import MetadataStore
@@ -96,7 +97,8 @@ def register(app: typer.Typer) -> None:
             service.restricted_to = _restriction(tenant, namespace)
             daemon = Daemon(service, env.backlog, supervisor=supervisor, summary_every_s=summary_every,
                             namespaces=served, drain_cluster_topics=drain)
-            admin = start_admin(env, service, admin_address, daemon.liveness)
+            admin = start_admin(env, service, admin_address, daemon.liveness,
+                                lambda: daemon.leak_watcher.status() if daemon.leak_watcher is not None else None)
             previous = {sig: signal.signal(sig, lambda *_: daemon.stop_event.set())
                         for sig in (signal.SIGTERM, signal.SIGINT)}
             try:
@@ -193,9 +195,11 @@ def _scope(cfg: DeletionConfig, store: MetadataStore, tenant: str | None,
 
 
 def start_admin(env: CommandEnvironment, service: LedgerDeletionService, address: str,
-                liveness: Callable[[], str | None] = lambda: None) -> AdminServer:
+                liveness: Callable[[], str | None] = lambda: None,
+                leak_watcher: Callable[[], WatcherStatus | None] = lambda: None) -> AdminServer:
     """Refuses a non-loopback address without a token and a port in use, with one clear error."""
     token = load_admin_token(env.config.admin_token_file)
     deps = AdminDeps.for_service(service, env.backlog, token, [cursor_metrics.REGISTRY])
     deps.liveness = liveness
+    deps.leak_watcher = leak_watcher
     return AdminServer(create_app(deps), address, token is not None).start()

@@ -51,6 +51,7 @@ def status(
     console.print(hand)
     if in_hand.get("heldBy"):
         console.print(_held_table(in_hand["heldBy"]))
+    console.print(_watcher_line(answer.get("leakWatcher") or {}))
     deps = Table(title="dependencies")
     deps.add_column("dependency")
     deps.add_column("state")
@@ -67,6 +68,20 @@ def status(
     for p in problems[-10:]:
         recent.add_row(p["ts"], p["level"], p["msg"])
     console.print(recent)
+
+
+def _watcher_line(watcher: dict[str, Any]) -> str:
+    """Who watches for leaks and how far behind, in one line."""
+    if not watcher.get("enabled"):
+        return "leak watcher: off on this daemon"
+    who = "this daemon" if watcher.get("watching") else (watcher.get("watcher") or "nobody yet")
+    if watcher.get("watching") and watcher.get("lastPass") is None:
+        return f"leak watcher: {who} watches; its first pass is under way"
+    if not watcher.get("watching"):
+        return f"leak watcher: {who} watches (this daemon waits to take over)"
+    return (f"leak watcher: {who} watches; last pass began {_local(watcher.get('lastPass'))}, "
+            f"{watcher.get('lagSeconds')} s behind; {watcher.get('waitingToSettle')} departed ledgers wait out "
+            f"the {watcher.get('settleSeconds'):g} s settle delay")
 
 
 def _held_table(groups: list[dict[str, Any]]) -> Table:

@@ -25,6 +25,7 @@ from metastore import (
     Put,
     RequestTooLargeError,
     open_store,
+    walk,
 )
 
 
@@ -95,7 +96,7 @@ def test_children_sorted_and_walk(store: MetadataStore) -> None:
         store.put(f"/w/{name}", b"", ABSENT)
     store.put("/w/a/x", b"", ABSENT)
     assert store.children("/w") == ["a", "b", "c"]
-    assert list(store.walk("/w")) == ["/w/a", "/w/a/x", "/w/b", "/w/c"]
+    assert list(walk(store, "/w")) == ["/w/a", "/w/a/x", "/w/b", "/w/c"]
 
 
 def test_multi_applies_all(store: MetadataStore) -> None:

@@ -1,0 +1,151 @@
+"""What the watcher last saw, kept in the metadata store so that a restart or a new leader misses
+nothing the store still shows.
+
+A new watcher compares the kept reading with a fresh one: whatever departed meanwhile departs
+then, and every departure still waiting out the settle delay is kept with the time it was first
+seen, so the delay is not restarted by a hand-over.  Saving less often than every pass loses
+nothing: a ledger that departed after the last save is still in the kept reading and departs again
+at the next comparison.  What no reading saw (a ledger created and deleted between two readings,
+or before the first) is the scheduled scan's to find.
+
+Layout, under :data:`ROOT`: ``state`` names the folder in use, its chunk count and its digest;
+``state-<generation>-<token>/<n>`` are its chunks (zlib-compressed JSON, each under a ZooKeeper
+node's size limit).  A save writes its chunks into a folder of its own, then moves ``state`` to
+it with a compare-and-set on the version it loaded, then deletes the old folder.  A watcher that
+lost the role meanwhile therefore changes nothing its successor reads: its pointer write is
+refused and its own folder removed.  A save that dies half-way leaves a folder nobody names.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import uuid
+import zlib
+from dataclasses import dataclass
+from typing import Any, Final
+
+from deletion_service.leak_watcher.sightings import OwnedLedger, Reading, TopicSightings
+from deletion_service.protocol.request import LedgerComponent, PendingDeleteLedgerInfo, decode
+from metastore.formats.managed_ledger import decode_ledger_info, encode_ledger_info
+from metastore.interface import ABSENT, ANY, MetadataStore, MetadataStoreError, validate_path
+
+ROOT: Final = "/ledger-deletion/leak-watcher"
+POINTER: Final = f"{ROOT}/state"
+#: Bytes per chunk: well under ZooKeeper's 1 MiB request limit.
+CHUNK_BYTES: Final = 512 * 1024
+FORMAT: Final = 1
+
+
+class StateUnreadable(Exception):
+    """The kept state exists but cannot be used (corrupt, or written by a newer format)."""
+
+
+@dataclass(frozen=True)
+class WatcherState:
+    """The last reading, and the departures waiting out the settle delay: (first seen, wall-clock
+    seconds; the request a leak of it gets)."""
+
+    reading: Reading
+    waiting: tuple[tuple[float, PendingDeleteLedgerInfo], ...] = ()
+
+
+@dataclass(frozen=True)
+class Loaded:
+    state: WatcherState | None
+    version: int  # of the pointer node; ABSENT when there is none yet
+    generation: int
+    folder: str | None = None  # of the chunks the pointer names
+
+
+def _topic(seen: TopicSightings) -> dict[str, Any]:
+    return {"l": [base64.b64encode(encode_ledger_info(info)).decode() for info in seen.listed.values()],
+            "o": [[o.ledger_id, o.component.value, o.cursor, o.schema_id] for o in seen.owned],
+            "p": sorted([lid, uuid] for lid, uuid in seen.parts)}
+
+
+def _sightings(topic: str, doc: dict[str, Any]) -> TopicSightings:
+    listed = {info.ledger_id: info for info in (decode_ledger_info(base64.b64decode(b)) for b in doc["l"])}
+    owned = tuple(OwnedLedger(int(lid), LedgerComponent(comp), cursor, schema)
+                  for lid, comp, cursor, schema in doc["o"])
+    return TopicSightings(topic, listed, owned, frozenset((int(lid), str(uuid)) for lid, uuid in doc["p"]))
+
+
+def encode_state(state: WatcherState) -> bytes:
+    doc = {"format": FORMAT,
+           "topics": {topic: _topic(seen) for topic, seen in sorted(state.reading.topics.items())},
+           "waiting": [[since, request.wire()] for since, request in state.waiting]}
+    return zlib.compress(json.dumps(doc, separators=(",", ":")).encode(), 6)
+
+
+def decode_state(data: bytes) -> WatcherState:
+    try:
+        doc = json.loads(zlib.decompress(data))
+        if doc.get("format") != FORMAT:
+            raise StateUnreadable(f"kept in format {doc.get('format')!r}, this version reads {FORMAT}")
+        topics = {topic: _sightings(topic, seen) for topic, seen in doc["topics"].items()}
+        waiting = tuple((float(since), decode(json.dumps(wire).encode())) for since, wire in doc["waiting"])
+    except StateUnreadable:
+        raise
+    except Exception as e:  # noqa: BLE001 - any flaw in a kept state means: start from a fresh reading
+        raise StateUnreadable(f"{type(e).__name__}: {e}") from e
+    return WatcherState(Reading(topics), waiting)
+
+
+def _chunk_path(folder: str, n: int) -> str:
+    return f"{folder}/{n:06d}"
+
+
+def load(store: MetadataStore) -> Loaded:
+    """The kept state (None when there is none), and the pointer's version for the next :func:`save`.
+    Raises :class:`StateUnreadable` when it is there but cannot be used."""
+    pointer = store.get(POINTER)
+    if pointer is None:
+        return Loaded(None, ABSENT, 0)
+    try:
+        meta = json.loads(pointer.data)
+        generation, chunks, digest = int(meta["generation"]), int(meta["chunks"]), str(meta["sha256"])
+        folder = f"{ROOT}/{meta['folder']}"
+        validate_path(folder)
+    except (ValueError, KeyError, TypeError) as e:
+        raise StateUnreadable(f"{POINTER}: {e}") from e
+    nodes = store.get_many([_chunk_path(folder, n) for n in range(chunks)])
+    if any(node is None for node in nodes.values()):
+        raise StateUnreadable(f"generation {generation} is missing chunks")
+    data = b"".join(node.data for node in nodes.values() if node is not None)
+    if hashlib.sha256(data).hexdigest() != digest:
+        raise StateUnreadable(f"generation {generation} does not match its digest")
+    return Loaded(decode_state(data), pointer.version, generation, folder)
+
+
+def save(store: MetadataStore, state: WatcherState, loaded: Loaded) -> Loaded:
+    """Write ``state`` as the generation after ``loaded``'s; the new :class:`Loaded` for the next save.
+    Raises :class:`~metastore.interface.BadVersionError` (or ``NodeExistsError``) when another watcher saved since."""
+    data = encode_state(state)
+    generation = loaded.generation + 1
+    name = f"state-{generation}-{uuid.uuid4().hex[:12]}"
+    folder = f"{ROOT}/{name}"
+    chunks = [data[i:i + CHUNK_BYTES] for i in range(0, len(data), CHUNK_BYTES)] or [b""]
+    pointer = json.dumps({"generation": generation, "folder": name, "chunks": len(chunks),
+                          "sha256": hashlib.sha256(data).hexdigest()}).encode()
+    try:
+        for n, chunk in enumerate(chunks):
+            store.put(_chunk_path(folder, n), chunk, ABSENT)
+        version = store.put(POINTER, pointer, loaded.version)
+    except MetadataStoreError:
+        _forget(store, folder)
+        raise
+    if loaded.folder is not None:
+        _forget(store, loaded.folder)
+    return Loaded(state, version, generation, folder)
+
+
+def _forget(store: MetadataStore, folder: str) -> None:
+    """Delete a folder of chunks (best effort: a leftover only costs space)."""
+    try:
+        for name in store.children(folder):
+            store.delete(f"{folder}/{name}", ANY)
+        store.delete(folder, ANY)
+    except MetadataStoreError:
+        pass

@@ -1,0 +1,154 @@
+"""The leak watcher as a daemon role (embedded SQLite store): passes only while holding the role, a
+successor resumes from what the holder kept, and a leak made during the hand-over is still caught.
+
+Who holds the role is decided here by a switch (:class:`Switch`), standing in for the election so
+that a hand-over can happen at an exact point; the election itself runs against real ZooKeeper in
+``tests/integration/metastore/test_zookeeper_leadership.py``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+
+from deletion_service.cluster_writer import ClusterWriter, pulsar_custom_metadata
+from deletion_service.leak_watcher import persisted
+from deletion_service.leak_watcher.role import WatcherRole
+from deletion_service.leak_watcher.storage import still_stored
+from deletion_service.metrics import DeletionMetrics
+from deletion_service.protocol.request import PendingDeleteLedgerInfo
+from metastore import open_store
+from metastore.formats import ledger_path
+from metastore.interface import Leadership, MetadataStore
+from offloaders.registry import OffloaderSettings
+
+TOPIC = "persistent://t/ns/orders"
+SETTLE_S = 100.0
+
+
+class Switch(Leadership):
+    def __init__(self, name: str, on: bool) -> None:
+        self.name, self.on = name, on
+
+    def holds(self) -> bool:
+        return self.on
+
+    def holder(self) -> str | None:
+        return self.name if self.on else None
+
+    def close(self) -> None:
+        self.on = False
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Broker:
+    """What the role sends; ``refuse`` requests are answered unsent."""
+
+    def __init__(self) -> None:
+        self.sent: list[PendingDeleteLedgerInfo] = []
+        self.refuse = False
+
+    def send(self, requests: Sequence[PendingDeleteLedgerInfo]) -> Sequence[PendingDeleteLedgerInfo]:
+        if self.refuse:
+            return requests
+        self.sent.extend(requests)
+        return []
+
+
+def _role(store: MetadataStore, leadership: Leadership, broker: Broker, clock: Clock,
+          metrics: DeletionMetrics | None = None) -> WatcherRole:
+    check = still_stored(store, "/ledgers", "hierarchical", OffloaderSettings())
+    gauges = (metrics or DeletionMetrics(CollectorRegistry())).leak_watcher
+    return WatcherRole(store, leadership, check, broker.send, gauges, SETTLE_S, clock=clock)
+
+
+def _seed(store: MetadataStore, ledgers: list[int]) -> ClusterWriter:
+    w = ClusterWriter(store)
+    w.ensure_layout()
+    for lid in ledgers:
+        w.bk_ledger(lid, pulsar_custom_metadata(TOPIC), ctime_ms=1)
+    w.managed_ledger(TOPIC, ledgers)
+    return w
+
+
+def _sent(broker: Broker) -> list[int]:
+    return sorted(r.ledger_id for r in broker.sent)
+
+
+def test_only_the_holder_passes_and_a_successor_catches_a_leak_made_during_the_hand_over(tmp_path: Path) -> None:
+    clock, broker = Clock(), Broker()
+    with open_store(f"sqlite:///{tmp_path / 'm.db'}") as store:
+        w = _seed(store, [1, 2, 3, 4])
+        a, b = Switch("a", True), Switch("b", False)
+        role_a, role_b = _role(store, a, broker, clock), _role(store, b, broker, clock)
+        assert role_a.tick() is not None and role_b.tick() is None  # only the holder reads
+        w.managed_ledger(TOPIC, [2, 3, 4])  # ledger 1 leaves the list (its storage delete fails)
+        role_a.tick()  # 1 departs: waiting out the settle delay
+        role_a.save()
+        a.on = False  # the holder's connection is lost...
+        w.managed_ledger(TOPIC, [3, 4])  # ...and ledger 2 leaks during the hand-over
+        assert role_a.tick() is None and role_a.watcher is None  # the old holder drops its state
+        b.on = True
+        clock.now += SETTLE_S - 1
+        first = role_b.tick()  # the successor compares with what the holder kept
+        assert first is not None and first.departed == 1 and first.requested == []  # 2 departs now
+        clock.now += 1
+        assert [r.ledger_id for r in (role_b.tick() or first).requested] == [1]  # 1 kept its first-seen time
+        clock.now += SETTLE_S
+        role_b.tick()
+        assert _sent(broker) == [1, 2]  # both leaks requested, each once, by the successor
+
+
+def test_a_request_the_broker_does_not_take_is_sent_again_next_pass(tmp_path: Path) -> None:
+    clock, broker = Clock(), Broker()
+    with open_store(f"sqlite:///{tmp_path / 'm.db'}") as store:
+        w = _seed(store, [1, 2])
+        role = _role(store, Switch("a", True), broker, clock)
+        role.tick()
+        w.managed_ledger(TOPIC, [2])
+        role.tick()
+        clock.now += SETTLE_S
+        broker.refuse = True
+        unsent = role.tick()
+        assert unsent is not None and (unsent.requested, unsent.unsent) == ([], 1)
+        broker.refuse = False
+        role.tick()
+        assert _sent(broker) == [1]
+
+
+def test_a_leak_the_broker_deleted_in_time_gets_no_request_and_the_gauges_say_who_watches(tmp_path: Path) -> None:
+    clock, broker, metrics = Clock(), Broker(), DeletionMetrics(CollectorRegistry())
+    with open_store(f"sqlite:///{tmp_path / 'm.db'}") as store:
+        w = _seed(store, [1, 2, 3])
+        role = _role(store, Switch("a", True), broker, clock, metrics)
+        role.tick()
+        assert metrics.value("pulsar_ledger_deletion_leak_watcher_leader") == 1
+        kept = persisted.load(store).state  # the first pass is kept at once, for a successor
+        assert kept is not None and set(kept.reading.topics[TOPIC].listed) == {1, 2, 3}
+        w.managed_ledger(TOPIC, [3])
+        path = ledger_path("/ledgers", 1, "hierarchical")
+        node = store.get(path)
+        assert node is not None
+        store.delete(path, node.version)  # the broker's storage delete of 1 worked; 2's failed
+        role.tick()
+        clock.now += SETTLE_S + 5
+        role.tick()
+        assert _sent(broker) == [2]
+        assert metrics.value("pulsar_ledger_deletion_leaks_observed_total",
+                             {"kind": "ledger", "tenant": "t", "namespace": "ns"}) == 1
+        assert metrics.value("pulsar_ledger_deletion_leak_watcher_lag_seconds") == 0  # the pass began just now
+        clock.now += 7
+        assert metrics.value("pulsar_ledger_deletion_leak_watcher_lag_seconds") == 7
+        status = role.status()
+        assert (status.watching, status.holder, status.waiting) == (True, "a", 0)
+        role.stop()
+        assert metrics.value("pulsar_ledger_deletion_leak_watcher_leader") == 0
+        assert not role.status().watching
