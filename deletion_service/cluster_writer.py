@@ -105,6 +105,13 @@ class ClusterWriter:
         self.bk_store.put(path, encode_ledger_metadata(meta), ABSENT)
         return path
 
+    def delete_bk_ledger(self, ledger_id: int) -> None:
+        """What BookKeeper does when it deletes a ledger: its znode goes (at the version read)."""
+        path = ledger_path(self.root, ledger_id, self.layout)
+        node = self.bk_store.get(path)
+        if node is not None:
+            self.bk_store.delete(path, node.version)
+
     def managed_ledger(self, topic: str, ledgers: Iterable[LedgerInfo | int],
                        properties: dict[str, str] | None = None) -> str:
         infos = [lg if isinstance(lg, LedgerInfo) else LedgerInfo(lg, entries=10, size=1024,

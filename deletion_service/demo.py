@@ -3,7 +3,9 @@
 The state is what an operator meets in production: topics whose cursors sit
 at different positions, a schema, ledgers offloaded to tiered storage, orphan
 ledgers of a deleted topic (some too young to touch), a forged request, a
-ledger that never closed, and a garbled message.  Everything runs through the
+ledger that never closed, a garbled message, and a topic served by a stock
+broker that deletes in one phase and whose storage delete fails once (the
+leak watcher catches that leak).  Everything runs through the
 same code as the daemon; only the retry delay is shortened so the demo ends
 in seconds rather than hours.
 """
@@ -21,7 +23,7 @@ from deletion_service.broker.interface import BrokerError
 from deletion_service.cluster_writer import ClusterWriter, pulsar_custom_metadata, schema_custom_metadata
 from deletion_service.delete_phase.consumer.worker import Settled
 from deletion_service.mark_phase.trim import trim
-from deletion_service.protocol.request import PendingDeleteLedgerInfo
+from deletion_service.protocol.request import PendingDeleteLedgerInfo, Reason
 from deletion_service.service import LedgerDeletionService
 from deletion_service.testing.offload_objects import build_mapfile_data, pulsar_ledger_metadata
 from metastore.formats import LedgerInfo, OffloadContext, Position, managed_ledger_name
@@ -42,6 +44,9 @@ class DemoPlan:
     trimmed: int = 0  # ledgers trim removed from ledger lists
     sent_by_trim: int = 0  # their requests (an offloaded ledger still in BookKeeper has two)
     waiting: int = 0  # young orphans: they wait out minLedgerAgeSeconds, so they stay in RETRY
+    stock_topic: str = ""  # served by a broker that deletes in one phase
+    stock_ledgers: list[int] = field(default_factory=list)
+    leaked: list[int] = field(default_factory=list)  # its storage delete failed: the leak watcher's to catch
 
     @property
     def expected_endings(self) -> int:
@@ -81,6 +86,12 @@ def build(service: LedgerDeletionService, writer: ClusterWriter, offload_dir: Pa
         # A stale manual request for a ledger that is still listed: must come back "still in use".
         plan.requests.append(_req(topic, ledgers[-3].ledger_id, "manual", now))
 
+    plan.stock_topic = f"persistent://{ns}/stock-broker"
+    plan.stock_ledgers = [next(ids) for _ in range(6)]
+    for lid in plan.stock_ledgers:
+        writer.bk_ledger(lid, pulsar_custom_metadata(plan.stock_topic), ctime_ms=now - 3 * DAY_MS)
+    writer.managed_ledger(plan.stock_topic, [LedgerInfo(lid, entries=100, size=100 * 1024,
+                                                        timestamp=now - 3 * DAY_MS) for lid in plan.stock_ledgers])
     gone = f"persistent://{ns}/deleted-topic"
     for _ in range(20):  # orphans of a topic deleted long ago
         lid = next(ids)
@@ -103,6 +114,17 @@ def build(service: LedgerDeletionService, writer: ClusterWriter, offload_dir: Pa
     plan.requests += [_req(gone, next(ids), "manual", now) for _ in range(3)]  # already gone
     plan.garbage = 1
     return plan
+
+
+def one_phase_delete(writer: ClusterWriter, plan: DemoPlan) -> None:
+    """What a stock broker does when it trims ``plan.stock_topic``: the three oldest ledgers leave its
+    list, then it deletes each from BookKeeper, and here the last of those deletes fails (a bookie
+    hiccup): that ledger leaks, with nothing left that names it."""
+    removed, kept = plan.stock_ledgers[:3], plan.stock_ledgers[3:]
+    writer.managed_ledger(plan.stock_topic, [LedgerInfo(lid, entries=100, size=100 * 1024) for lid in kept])
+    for lid in removed[:-1]:
+        writer.delete_bk_ledger(lid)
+    plan.leaked = removed[-1:]
 
 
 def _req(topic: str, ledger_id: int, reason: str, now: int) -> PendingDeleteLedgerInfo:
@@ -143,6 +165,12 @@ def mark(service: LedgerDeletionService, plan: DemoPlan, on_trim: Callable[[str,
     for request in plan.requests:
         service.send_pending_delete(request)
     service.publisher.send_raw(service.topics.partition_topics[0], b"{this is not a request")
+
+
+def leaks_caught(settled: list[Settled], plan: DemoPlan) -> int:
+    """The stock broker's leaks the leak watcher requested and the delete phase deleted."""
+    return len({s.request.ledger_id for s in settled if s.request is not None and s.outcome.value == "deleted"
+                and s.request.reason == Reason.LEAKED and s.request.ledger_id in plan.leaked})
 
 
 def tally(settled: list[Settled], namespace: str) -> Counter:

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 
 from deletion_service.protocol.request import LedgerType, PendingDeleteLedgerInfo
-from metastore.formats import LedgerLayout, ledger_path
+from metastore.formats import LedgerLayout, ledger_path, managed_ledger_name
 from metastore.interface import MetadataStore, MetadataStoreError
 from offloaders.interface import OffloadError, OffloadTarget
 from offloaders.registry import OffloaderSettings, offloader_for
@@ -35,8 +35,9 @@ def still_stored(bk_store: MetadataStore, ledgers_root: str, layout: LedgerLayou
                 return True
         assert request.offload_context is not None
         try:
-            target = OffloadTarget.from_offload_context(request.ledger_id,
-                                                        request.offload_context.model_dump(by_alias=True))
+            target = OffloadTarget.from_offload_context(  # located as the delete phase locates it
+                request.ledger_id, request.offload_context.model_dump(by_alias=True),
+                managed_ledger_name(request.topic_name))
             offloader = offloader_for(target.driver_name, offload)
             return any(offloader.exists(target, name) for name in offloader.object_names(target))
         except (OffloadError, ValueError) as e:

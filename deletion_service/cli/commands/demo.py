@@ -19,10 +19,15 @@ from deletion_service.cli import options, settings
 from deletion_service.cli.command_environment import open_environment
 from deletion_service.clock_text import local_moment
 from deletion_service.cluster_writer import ClusterWriter
+from deletion_service.daemon.leak_watch import watcher_role
 from deletion_service.delete_phase.consumer.worker import Settled
 from deletion_service.embedded.broker import EmbeddedBroker
 from deletion_service.errors import UserError
+from deletion_service.leak_watcher.role import WatcherRole
 from deletion_service.service import LedgerDeletionService
+
+#: The demo's settle delay: a stock broker's own delete is over by then.
+LEAK_SETTLE_S = 1
 
 #: The summary's rows: (camelCase key for --json, label for people).
 SUMMARY_ROWS = (
@@ -30,6 +35,7 @@ SUMMARY_ROWS = (
     ("alreadyAbsent", "already absent"), ("stillInUse", "still in use"),
     ("metadataMismatch", "metadata mismatch (not deleted)"), ("deadLettered", "dead-lettered"),
     ("waitingTooYoung", "waiting (too young)"), ("removedByTrim", "removed by trim"),
+    ("leaksCaught", "leaked by a one-phase broker, caught and deleted"),
     ("elapsedSeconds", "elapsed s"), ("deletingSeconds", "deleting s"), ("deletionsPerSecond", "deletions/s"),
 )
 
@@ -110,9 +116,11 @@ def _run(opts: options.CommonOptions, console: Console, stage: list[str]) -> tup
     """Build, mark, delete; returns (plan, settled requests, phase-two start, last deletion time, the settled
     requests with when each was settled).
     ``stage[0]`` names what is under way, for the Ctrl-C message."""
-    # Shorter retries than production, so the ledger that never closes reaches the DLQ in seconds.
+    # Shorter retries than production, so the ledger that never closes reaches the DLQ in seconds; and a short
+    # settle delay, so the leak watcher catches the stock broker's leak within the run.
     cfg = settings.load(opts).config.model_copy(update={
-        "two_phase_deletion_reconsume_later_in_seconds": 2, "two_phase_deletion_max_retry_delete_count": 2})
+        "two_phase_deletion_reconsume_later_in_seconds": 2, "two_phase_deletion_max_retry_delete_count": 2,
+        "ledger_deletion_leak_watcher_settle_seconds": LEAK_SETTLE_S})
     with open_environment(opts, cfg, own_broker=True) as env:
         audit = daemon_writer(cfg, opts.data_dir, env.broker)  # the demo's deletions are audited like the daemon's
         service = LedgerDeletionService(cfg, env.store, env.broker, env.bk_store, env.offload, audit=audit)
@@ -127,6 +135,7 @@ def _run(opts: options.CommonOptions, console: Console, stage: list[str]) -> tup
                 last_deletion[0] = time.monotonic()
 
         worker = service.start(on_settled=on_settled)
+        watcher = watcher_role(service)
         try:
             run_id = str(int(time.time()))
             writer = ClusterWriter(env.store, env.bk_store, cfg.bookkeeper_ledgers_root_path)
@@ -134,13 +143,21 @@ def _run(opts: options.CommonOptions, console: Console, stage: list[str]) -> tup
             with console.status("building a cluster: topics, cursors, schemas, offloads, orphans…"):
                 assert env.offload.filesystem_base_dir is not None
                 plan = demo_mod.build(service, writer, env.offload.filesystem_base_dir, run_id)
+                if watcher is not None:
+                    watcher.tick()  # the leak watcher's first look at the cluster
+                demo_mod.one_phase_delete(writer, plan)
             stage[0] = "sending deletion requests (phase one)"
             with console.status("phase one: trim every topic, enqueue orphans and manual requests…"):
                 demo_mod.mark(service, plan)
             stage[0] = "deleting (phase two)"
             phase_two = time.monotonic()
             _delete(opts, console, plan, settled, worker)
+            if watcher is not None:
+                stage[0] = "watching for leaks"
+                _catch_leak(console, opts, watcher, plan, settled, worker)
         finally:
+            if watcher is not None:
+                watcher.stop()
             service.close()
             audit.close()
     return plan, settled, phase_two, last_deletion[0], stamped
@@ -160,10 +177,24 @@ def _delete(opts: options.CommonOptions, console: Console, plan, settled: list, 
             worker.run_once(0.2)
 
 
+def _catch_leak(console: Console, opts: options.CommonOptions, watcher: WatcherRole, plan, settled: list,  # noqa: ANN001
+                worker) -> None:  # noqa: ANN001
+    """The leak watcher's passes until the stock broker's leak is requested and deleted (or 20 s)."""
+    with console.status("the leak watcher: a stock broker's failed delete, caught after the settle delay…"):
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and demo_mod.leaks_caught(settled, plan) < len(plan.leaked):
+            if watcher.tick() is None:
+                break  # another daemon watches this cluster: it catches the leak, not the demo
+            until = time.monotonic() + 0.5
+            while time.monotonic() < until:
+                worker.run_once(0.1)
+
+
 def _summary(plan, settled: list, elapsed: float, deleting: float) -> dict:  # noqa: ANN001
     counts = demo_mod.tally(settled, plan.namespace)
     deleted = counts["deleted ledger"] + counts["deleted offloaded copy"]
     values = (counts["deleted ledger"], counts["deleted offloaded copy"], counts["absent"], counts["still_in_use"],
-              counts["metadata_mismatch"], counts["dlq"], plan.waiting, plan.trimmed, round(elapsed, 1),
+              counts["metadata_mismatch"], counts["dlq"], plan.waiting, plan.trimmed,
+              demo_mod.leaks_caught(settled, plan), round(elapsed, 1),
               round(deleting, 1), round(deleted / deleting, 1))
     return {key: value for (key, _), value in zip(SUMMARY_ROWS, values, strict=True)}

@@ -14,7 +14,9 @@ def test_demo_runs_both_phases_and_reports_every_ending(tmp_path: Path) -> None:
     s = json.loads(r.stdout)
     # What demo.build() put there, and how each request must end:
     assert s["removedByTrim"] > 0
-    assert s["deletedLedgers"] == s["removedByTrim"] - 6 + 20  # trimmed minus BookKeeper copies already gone
+    # trimmed minus BookKeeper copies already gone, the orphans, and the one a one-phase broker leaked
+    assert s["deletedLedgers"] == s["removedByTrim"] - 6 + 20 + 1
+    assert s["leaksCaught"] == 1  # requested by the leak watcher (reason leaked), verified and deleted
     assert s["deletedOffloadedCopies"] == 15  # five offloaded ledgers on each of three topics
     assert s["stillInUse"] == 6 and s["metadataMismatch"] == 4
     assert s["alreadyAbsent"] == 3 and s["deadLettered"] == 2 and s["waitingTooYoung"] == 3
