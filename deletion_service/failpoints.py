@@ -44,6 +44,11 @@ POINTS: dict[str, str] = {
     "cursor.reset-before-write": "cursor reset changed the cursor in memory; its node is not written",
     "broker.starting": "the embedded broker's process is spawned; it does not answer yet",
 }
+#: The leak watcher's failpoints, apart: its randomized test reaches each of them (the soak, every one above).
+WATCHER_POINTS: dict[str, str] = {
+    "watch.before-send": "the leak watcher found leaks past the settle delay; their requests are not sent",
+    "watch.after-pass": "a leak watcher pass sent its requests; the watcher's state is not kept yet",
+}
 
 _log = logging.getLogger(__name__)
 
@@ -68,8 +73,8 @@ def parse(text: str) -> tuple[dict[str, _Action], list[str]]:
         name, _, spec = item.partition("=")
         spec, _, nth = spec.partition("@")
         what, _, arg = spec.partition(":")
-        if name not in POINTS:
-            problems.append(f"unknown failpoint {name!r} (known: {', '.join(POINTS)})")
+        if name not in POINTS and name not in WATCHER_POINTS:
+            problems.append(f"unknown failpoint {name!r} (known: {', '.join([*POINTS, *WATCHER_POINTS])})")
             continue
         try:
             action = _Action(what, int(nth) if nth else 1, float(arg) if arg else 0.0)

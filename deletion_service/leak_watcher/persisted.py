@@ -57,6 +57,7 @@ class Loaded:
     version: int  # of the pointer node; ABSENT when there is none yet
     generation: int
     folder: str | None = None  # of the chunks the pointer names
+    digest: str | None = None  # of what they hold: a save of the same state writes nothing
 
 
 def _topic(seen: TopicSightings) -> dict[str, Any]:
@@ -116,19 +117,22 @@ def load(store: MetadataStore) -> Loaded:
     data = b"".join(node.data for node in nodes.values() if node is not None)
     if hashlib.sha256(data).hexdigest() != digest:
         raise StateUnreadable(f"generation {generation} does not match its digest")
-    return Loaded(decode_state(data), pointer.version, generation, folder)
+    return Loaded(decode_state(data), pointer.version, generation, folder, digest)
 
 
 def save(store: MetadataStore, state: WatcherState, loaded: Loaded) -> Loaded:
-    """Write ``state`` as the generation after ``loaded``'s; the new :class:`Loaded` for the next save.
+    """Write ``state`` as the generation after ``loaded``'s; the new :class:`Loaded` for the next save
+    (``loaded`` itself when ``state`` is what it holds already: nothing is written).
     Raises :class:`~metastore.interface.BadVersionError` (or ``NodeExistsError``) when another watcher saved since."""
     data = encode_state(state)
+    digest = hashlib.sha256(data).hexdigest()
+    if digest == loaded.digest:
+        return loaded
     generation = loaded.generation + 1
     name = f"state-{generation}-{uuid.uuid4().hex[:12]}"
     folder = f"{ROOT}/{name}"
     chunks = [data[i:i + CHUNK_BYTES] for i in range(0, len(data), CHUNK_BYTES)] or [b""]
-    pointer = json.dumps({"generation": generation, "folder": name, "chunks": len(chunks),
-                          "sha256": hashlib.sha256(data).hexdigest()}).encode()
+    pointer = json.dumps({"generation": generation, "folder": name, "chunks": len(chunks), "sha256": digest}).encode()
     try:
         for n, chunk in enumerate(chunks):
             store.put(_chunk_path(folder, n), chunk, ABSENT)
@@ -138,7 +142,7 @@ def save(store: MetadataStore, state: WatcherState, loaded: Loaded) -> Loaded:
         raise
     if loaded.folder is not None:
         _forget(store, loaded.folder)
-    return Loaded(state, version, generation, folder)
+    return Loaded(state, version, generation, folder, digest)
 
 
 def _forget(store: MetadataStore, folder: str) -> None:

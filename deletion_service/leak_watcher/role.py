@@ -9,8 +9,10 @@ Taking the role over loads what the previous holder kept (:mod:`.persisted`), so
 compares with it: whatever left every reference during the hand-over (or while no daemon ran)
 departs then, and the departures that were waiting keep their first-seen times.  Losing the role
 drops everything in memory (the successor has the kept state); the next take-over loads it again.
-The state is saved after the first pass, then at most every :data:`SAVE_EVERY_S`, and when the
-daemon stops.
+The state is saved after every pass that changed it, and when the daemon stops: a copy this
+watcher saw is then in the kept reading, so a successor catches it however soon after the hand-over
+it leaves.  What no watcher saw (born and gone between the holder's last pass and the successor's
+first, a session timeout apart) is the scheduled scan's.
 
 Whatever the holder sends is a claim the delete phase verifies; two holders for a moment (a
 connection suspended after ``holds()`` was checked) can only send a request twice.
@@ -19,7 +21,6 @@ connection suspended after ``holds()`` was checked) can only send a request twic
 from __future__ import annotations
 
 import logging
-import math
 import os
 import socket
 import time
@@ -27,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from deletion_service.failpoints import failpoint
 from deletion_service.leak_watcher import persisted
 from deletion_service.leak_watcher.sightings import namespace_of
 from deletion_service.leak_watcher.watcher import LeakWatcher, PassResult
@@ -46,8 +48,6 @@ _log = logging.getLogger("deletion_service.leak_watcher")
 
 #: The role's path in the metadata store: one holder per cluster.
 ROLE_PATH: Final = f"{persisted.ROOT}/leader"
-#: The kept state is written at most this often (each save rewrites all of it).
-SAVE_EVERY_S: Final = 60.0
 
 
 def replica_name() -> str:
@@ -79,7 +79,6 @@ class WatcherRole:
         self.gauges, self.settle_s, self.clock = gauges, settle_s, clock
         self.watcher: LeakWatcher | None = None
         self._kept = persisted.Loaded(None, ABSENT, 0)
-        self._saved_at = -math.inf
         self.last_pass_at: float | None = None
         self.gauges.lag.set_function(self._lag)
 
@@ -98,6 +97,7 @@ class WatcherRole:
         assert self.watcher is not None
         started = self.clock()
         result = self.watcher.run_pass(now=started)
+        failpoint("watch.after-pass")
         self.last_pass_at = started
         self.gauges.last_pass.set(started)
         self.gauges.waiting.set(result.waiting)
@@ -105,8 +105,7 @@ class WatcherRole:
             tenant, _, namespace = namespace_of(request.topic_name).partition("/")
             self.gauges.leaks_observed.labels(kind=leak_kind(request.ledger_type), tenant=tenant,
                                               namespace=namespace).inc()
-        if self.clock() - self._saved_at >= SAVE_EVERY_S:
-            self.save()
+        self.save()
         return result
 
     def _take_over(self) -> None:
@@ -120,7 +119,6 @@ class WatcherRole:
         state = self._kept.state
         self.watcher = LeakWatcher(self.store, self.still_stored, self._send_while_holding, self.settle_s,
                                    clock_ms=lambda: int(self.clock() * 1000), state=state)
-        self._saved_at = -math.inf  # the first pass is kept at once: a successor then always has a reading
         self.gauges.leader.set(1)
         if state is None:
             _log.info("leak watcher: watching the metadata store; the first pass only looks")
@@ -131,6 +129,7 @@ class WatcherRole:
     def _send_while_holding(self, requests: Sequence[PendingDeleteLedgerInfo]) -> Sequence[PendingDeleteLedgerInfo]:
         if not self.leadership.holds():
             return requests
+        failpoint("watch.before-send")
         return self._send(requests)
 
     def _step_down(self, why: str) -> None:
@@ -149,7 +148,6 @@ class WatcherRole:
             return
         try:
             self._kept = persisted.save(self.store, state, self._kept)
-            self._saved_at = self.clock()
         except (BadVersionError, NodeExistsError, NoNodeError):
             self._step_down("another replica saved the watcher's state since this one loaded it")
         except MetadataStoreError as e:
