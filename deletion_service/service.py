@@ -31,16 +31,18 @@ from deletion_service.delete_phase.pipeline import DeletePipeline
 from deletion_service.delete_phase.process.child import DeleteProcess, DeleteProcessSpec
 from deletion_service.delete_phase.process.lane import DeleteProcessLane
 from deletion_service.delete_phase.rules.decision import Action, Policy
+from deletion_service.delete_phase.rules.hold_reason import HoldSeal
 from deletion_service.delete_phase.rules.outward import outward
 from deletion_service.delete_phase.storage.breaker import Breaker, Breakers
 from deletion_service.delete_phase.storage.execute import Executor, RateLimiter
 from deletion_service.delete_phase.storage.gather import FactGatherer
+from deletion_service.dlq.marker import MarkerKey
 from deletion_service.metrics import DeletionMetrics
 from deletion_service.protocol.fate import SyncOutcome
 from deletion_service.protocol.request import DeleteLedgerPayload, LedgerType, PendingDeleteLedgerInfo, Reason
 from deletion_service.protocol.scope import cross_namespace, namespace_exists
 from deletion_service.protocol.topics import DeletionTopics, namespace_of_topic, namespace_topics
-from metastore.interface import MetadataStore
+from metastore.interface import MetadataStore, MetadataStoreError
 from offloaders.registry import OffloaderSettings
 
 _log = logging.getLogger(__name__)
@@ -133,8 +135,18 @@ class LedgerDeletionService:
         self.worker = DeletePhaseWorker(requests, retries, self.publisher, self.pipeline, self.policy, self.metrics,
                                         Limits(batch_size=batch_size(self.config)), hooks,
                                         breakers=self.breakers(), offload_lane=lane,
-                                        bookkeeper_lane=self._delete_process_lane())
+                                        bookkeeper_lane=self._delete_process_lane(), seal=self._hold_seal())
         return self.worker
+
+    def _hold_seal(self) -> HoldSeal:
+        """The key that seals hold labels, from the metadata store (created there if missing).  None
+        when the store cannot give it now: held requests then read ``unknown`` until the next start."""
+        try:
+            return MarkerKey.ensure(self.store).hold_seal()
+        except MetadataStoreError as e:
+            _log.warning("cannot read or create the signing key in the metadata store (%s): held requests show "
+                         "no reason until the daemon restarts", e)
+            return HoldSeal(None)
 
     def _delete_process_lane(self) -> DeleteProcessLane | None:
         spec = self.delete_process

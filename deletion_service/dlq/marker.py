@@ -39,6 +39,7 @@ from collections.abc import Sequence
 
 from deletion_service.broker.interface import Received
 from deletion_service.delete_phase.consumer.copies import SETTLED_MARKER
+from deletion_service.delete_phase.rules.hold_reason import HoldSeal
 from metastore.interface import ABSENT, MetadataStore, MetadataStoreError, NodeExistsError
 
 #: The signing key's node (hex text); only this tool reads or writes it.
@@ -85,6 +86,11 @@ class MarkerKey:
     @property
     def usable(self) -> bool:
         return self._secret is not None
+
+    def hold_seal(self) -> HoldSeal:
+        """The same key seals the hold labels of RETRY copies (another domain: a marker's MAC is never a
+        seal's, nor the reverse)."""
+        return HoldSeal(self._secret)
 
     def bodies(self, dlq_topic: str, ids: Sequence[str]) -> list[bytes]:
         """The marker bodies that settle ``ids`` on ``dlq_topic`` (one per :data:`IDS_PER_MARKER`)."""

@@ -18,7 +18,7 @@ class HoldReason(StrEnum):
     GRACE = "in-use-grace"  # still listed; its mark phase may not have written yet
     OUTAGE = "outage"  # deferred while a dependency was down (no try counted)
     RETRY_DELAY = "retry-delay"  # a try failed; the next one after reconsumeLaterInSeconds
-    UNKNOWN = "unknown"  # a copy written before this property existed, or by someone else
+    UNKNOWN = "unknown"  # a copy this tool did not label (an older copy, or a label it did not seal)
 
     @property
     def label(self) -> str:
@@ -31,7 +31,7 @@ _LABELS = {
     HoldReason.GRACE: "in-use grace: still listed, its mark phase may not have written yet",
     HoldReason.OUTAGE: "deferred through a dependency outage",
     HoldReason.RETRY_DELAY: "retry delay after a failed try",
-    HoldReason.UNKNOWN: "reason not recorded (an older copy)",
+    HoldReason.UNKNOWN: "reason not recorded by this tool (an older copy, or written by a producer)",
 }
 
 

@@ -23,7 +23,7 @@ import re
 from deletion_service.broker.interface import Outgoing, Received
 from deletion_service.broker.publisher import CopyPublisher
 from deletion_service.delete_phase.rules.decision import Kind
-from deletion_service.delete_phase.rules.hold_reason import HELD_FOR, HELD_WHY, of_decision
+from deletion_service.delete_phase.rules.hold_reason import HELD_FOR, HELD_SEAL, HELD_WHY, HoldSeal, of_decision
 from deletion_service.protocol.topics import family
 
 RECONSUMETIMES = "RECONSUMETIMES"
@@ -44,7 +44,8 @@ GRACE_SINCE = "ledgerDeletionGraceSince"
 SETTLED_MARKER = "ledgerDeletionSettled"
 #: Properties this tool writes itself and reads back: never carried over from a received message.
 OURS = frozenset({REAL_TOPIC, ORIGIN_MESSAGE_ID, DLQ_REASON, DLQ_LAST_ERROR, DLQ_PAYLOAD_BASE64,
-                  DLQ_PAYLOAD_TRUNCATED, DLQ_PAYLOAD_SIZE, DLQ_PAYLOAD_SHA256, SETTLED_MARKER, HELD_FOR, HELD_WHY})
+                  DLQ_PAYLOAD_TRUNCATED, DLQ_PAYLOAD_SIZE, DLQ_PAYLOAD_SHA256, SETTLED_MARKER, HELD_FOR, HELD_WHY,
+                  HELD_SEAL})
 _PARTITION = re.compile(r"-partition-\d+$")
 
 #: The DLQ copy's body is cut to this, so it always fits a broker's message limit (Pulsar's
@@ -111,14 +112,16 @@ def _carried(message: Received) -> dict[str, str]:
 
 
 def retry_copy(message: Received, delay_s: float, counts: bool = True,
-               grace_since_ms: int | None = None, kind: Kind = Kind.NONE, why: str = "") -> Outgoing:
+               grace_since_ms: int | None = None, kind: Kind = Kind.NONE, why: str = "",
+               seal: HoldSeal | None = None) -> Outgoing:
     """Reconsume later, step one: the copy for RETRY (the caller acks the original once it is receipted).
     ``counts`` False: a deferral that is no try of the request's (an outage), its attempts unchanged.
     ``grace_since_ms``: the in-use grace this copy waits out began then (see ``decision._in_use_grace``).
-    ``kind``, ``why``: the decision's, written as why the copy waits (``rules.hold_reason``, for people)."""
+    ``kind``, ``why``: the decision's, written as why the copy waits (``rules.hold_reason``, for people),
+    sealed by ``seal`` (without one the copy carries no label: it would read ``unknown`` anyway)."""
     props = {**_carried(message), **_origin(message),
              RECONSUMETIMES: str(attempts(message) + (1 if counts else 0)), DELAY_TIME: str(int(delay_s * 1000)),
-             HELD_FOR: of_decision(kind, counts).value, HELD_WHY: why[:200]}
+             **(seal or HoldSeal(None)).label(of_decision(kind, counts), why[:200], message.data)}
     if grace_since_ms is not None:
         props[GRACE_SINCE] = str(grace_since_ms)
     return Outgoing(message.data, props, delay_s, source_topic=message.topic)
@@ -126,8 +129,9 @@ def retry_copy(message: Received, delay_s: float, counts: bool = True,
 
 def hand_back_to_retry(publisher: CopyPublisher, message: Received, remaining_s: float) -> str:
     """Hand a not-yet-due RETRY message back to RETRY with the delay it has left, its attempts unchanged
-    (the worker's not-yet-due set is full; the broker keeps it instead of our memory)."""
-    held = {k: message.properties[k][:200] for k in (HELD_FOR, HELD_WHY) if k in message.properties}
+    (the worker's not-yet-due set is full; the broker keeps it instead of our memory).  Its hold label
+    goes with it as it is: whoever reads it checks its seal."""
+    held = HoldSeal(None).carried(message.properties)
     props = {**_carried(message), **_origin(message), **held, DELAY_TIME: str(int(remaining_s * 1000))}
     return publisher.send_retry(message.data, props, remaining_s, source_topic=message.topic)
 

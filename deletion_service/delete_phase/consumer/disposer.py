@@ -31,6 +31,7 @@ from deletion_service.delete_phase.consumer.outcome_lines import OutcomeLines
 from deletion_service.delete_phase.consumer.settled_recently import SettledRecently
 from deletion_service.delete_phase.rules import decision, lifecycle
 from deletion_service.delete_phase.rules.decision import Action
+from deletion_service.delete_phase.rules.hold_reason import HoldSeal
 from deletion_service.delete_phase.rules.lifecycle import Event, IllegalTransition, MessageInHand, Stage, Step
 from deletion_service.delete_phase.rules.outward import outward
 from deletion_service.failpoints import failpoint
@@ -87,8 +88,10 @@ class Disposer:
     """Publishes, records and acks decided messages; keeps those the broker refused for their next try."""
 
     def __init__(self, publisher: CopyPublisher, metrics: DeletionMetrics, limits: Limits, hooks: Hooks,
-                 settled: SettledRecently, acked: AckTally, clock: Callable[[], float] = time.time) -> None:
+                 settled: SettledRecently, acked: AckTally, clock: Callable[[], float] = time.time,
+                 seal: HoldSeal | None = None) -> None:
         self.publisher, self.metrics, self.limits, self.hooks = publisher, metrics, limits, hooks
+        self.seal = seal  # seals the hold label of each RETRY copy (``rules.hold_reason``)
         self.settled_recently, self.ack_tally, self.clock = settled, acked, clock
         self.awaiting_next_try: list[MessageInHand] = []
         #: settled in the current call, by outcome: the ``acked`` metric counts them once per call
@@ -228,7 +231,8 @@ class Disposer:
         action = d.decided
         if d.next == Step.PUBLISH_RETRY_COPY:
             return dispose.retry_copy(d.message, action.delay_s, counts=action.counts,
-                                      grace_since_ms=action.grace_since_ms, kind=action.kind, why=action.reason)
+                                      grace_since_ms=action.grace_since_ms, kind=action.kind, why=action.reason,
+                                      seal=self.seal)
         reason = outward(action).dlq_reason
         assert reason is not None, "a dead letter's outward form names its reason"
         return dispose.dead_letter_copy(d.message, reason, action.reason, undecodable=d.undecodable)

@@ -24,6 +24,7 @@ from deletion_service.delete_phase.consumer.ack_tally import AckTally
 from deletion_service.delete_phase.consumer.not_yet_due import NotYetDue
 from deletion_service.delete_phase.consumer.settled_recently import SettledRecently
 from deletion_service.delete_phase.rules.decision import Policy
+from deletion_service.delete_phase.rules.hold_reason import HoldSeal
 from deletion_service.delete_phase.rules.lifecycle import Event, MessageInHand
 from deletion_service.metrics import DeletionMetrics
 
@@ -49,12 +50,12 @@ class Intake:
 
     def __init__(self, requests: Consumer, retries: Consumer, publisher: CopyPublisher, policy: Policy,
                  metrics: DeletionMetrics, limits: Limits, settled: SettledRecently, acked: AckTally,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, seal: HoldSeal | None = None) -> None:
         self.requests, self.retries, self.publisher = requests, retries, publisher
         self.policy, self.metrics, self.limits, self.clock = policy, metrics, limits, clock
         self.settled_recently = settled  # shared with the disposer, which adds what it settles
         self.ack_tally = acked
-        self.not_yet_due = NotYetDue()
+        self.not_yet_due = NotYetDue(seal)
         # the held{reason} and held_overdue gauges read them when scraped
         metrics.held.watch(self.not_yet_due.by_reason, lambda: self.not_yet_due.overdue(self._now_ms() - 60_000))
         self.last_message_at = 0.0

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from deletion_service.broker.interface import Received
-from deletion_service.delete_phase.rules.hold_reason import HELD_WHY, of_properties
+from deletion_service.delete_phase.rules.hold_reason import HoldSeal
 from deletion_service.delete_phase.rules.lifecycle import MessageInHand
 from deletion_service.protocol.fate import HoldReason
 
@@ -33,7 +33,9 @@ class HeldGroup:
 class NotYetDue:
     """A heap of not-yet-due disposals by due time (ties in arrival order)."""
 
-    def __init__(self) -> None:
+    def __init__(self, seal: HoldSeal | None = None) -> None:
+        #: reads back only the hold labels this tool sealed (a producer's label reads ``unknown``)
+        self.seal = seal or HoldSeal(None)
         self._heap: list[tuple[int, int, MessageInHand]] = []
         self._seq = itertools.count()
         self._held: set[tuple[str, str]] = set()  # (topic, message id) of each held message
@@ -55,22 +57,21 @@ class NotYetDue:
 
     def groups(self) -> list[HeldGroup]:
         """The held requests by why they wait (the reason their RETRY copy carries), soonest due first."""
-        found: dict[HoldReason, list[tuple[int, MessageInHand]]] = {}
+        found: dict[HoldReason, list[tuple[int, str]]] = {}
         for due, _, d in self._heap:
-            found.setdefault(of_properties(d.message.properties), []).append((due, d))
+            reason, why = self.seal.read(d.message.properties, d.message.data)
+            found.setdefault(reason, []).append((due, why))
         out = []
         for reason, held in found.items():
             dues = [due for due, _ in held]
-            first = min(held, key=lambda e: e[0])[1]
-            out.append(HeldGroup(reason, len(held), min(dues), max(dues),
-                                 first.message.properties.get(HELD_WHY, "")))
+            out.append(HeldGroup(reason, len(held), min(dues), max(dues), min(held, key=lambda e: e[0])[1]))
         return sorted(out, key=lambda g: g.first_due_ms)
 
     def by_reason(self) -> dict[HoldReason, int]:
         """How many are held for each reason (every reason named, 0 included: the ``held`` gauge)."""
         counts = dict.fromkeys(HoldReason, 0)
         for _, _, d in self._heap:
-            counts[of_properties(d.message.properties)] += 1
+            counts[self.seal.read(d.message.properties, d.message.data)[0]] += 1
         return counts
 
     def overdue(self, before_ms: int) -> int:

@@ -37,6 +37,7 @@ from deletion_service.delete_phase.pipeline import DeletePipeline
 from deletion_service.delete_phase.process.lane import DeleteProcessLane
 from deletion_service.delete_phase.rules import decision, lifecycle
 from deletion_service.delete_phase.rules.decision import Action, Policy
+from deletion_service.delete_phase.rules.hold_reason import HoldSeal
 from deletion_service.delete_phase.rules.lifecycle import Event, Gate, MessageInHand, Stage
 from deletion_service.delete_phase.storage.breaker import Breakers
 from deletion_service.failpoints import failpoint
@@ -66,7 +67,7 @@ class DeletePhaseWorker:
                  pipeline: DeletePipeline, policy: Policy, metrics: DeletionMetrics,
                  limits: Limits | None = None, hooks: Hooks | None = None, breakers: Breakers | None = None,
                  offload_lane: OffloadLane | None = None, clock: Callable[[], float] = time.time,
-                 bookkeeper_lane: DeleteProcessLane | None = None) -> None:
+                 bookkeeper_lane: DeleteProcessLane | None = None, seal: HoldSeal | None = None) -> None:
         self.pipeline, self.policy, self.metrics = pipeline, policy, metrics
         self.limits = limits or Limits()
         self.hooks = hooks or Hooks()
@@ -76,9 +77,9 @@ class DeletePhaseWorker:
         self.bookkeeper_lane = bookkeeper_lane
         self.ack_tally = AckTally()  # what we acked lately: explains a stale backlog reading (--exit-when-idle)
         settled_recently = SettledRecently()
-        self.intake = Intake(requests, retries, publisher, policy, metrics, self.limits, settled_recently,
-                             self.ack_tally, clock)
-        self.disposer = Disposer(publisher, metrics, self.limits, self.hooks, settled_recently, self.ack_tally, clock)
+        shared = (settled_recently, self.ack_tally, clock, seal)  # seal: hold labels sealed, read back only if so
+        self.intake = Intake(requests, retries, publisher, policy, metrics, self.limits, *shared)
+        self.disposer = Disposer(publisher, metrics, self.limits, self.hooks, *shared)
         # the lanes' deletes wait while the trail refuses records, as this thread's do
         for lane in (bookkeeper_lane, offload_lane):
             if lane is not None:

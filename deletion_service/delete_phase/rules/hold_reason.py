@@ -7,10 +7,20 @@ the decision's own (:class:`~.decision.Kind`, and whether the try counted),
 written by :func:`~.dispose.retry_copy` as the ``ledgerDeletionHeldFor``
 property; a copy made before this property existed reads as ``unknown``.
 It is a label for people and alerts only: nothing is decided by it.
+
+But it is shown to people, so it must be ours.  Anyone who may produce to RETRY (in namespace
+scope, any tenant on its own RETRY topic) chooses a message's properties: a forged
+``ledgerDeletionHeldFor: outage`` with a ``ledgerDeletionHeldWhy`` of the producer's choosing would
+put "held through a dependency outage" and any words on ``status`` and the ``held`` gauge.  So the
+label is sealed (:class:`HoldSeal`): an HMAC over the reason, the words and the message body, under
+the key ``dlq purge`` signs its markers with (kept in the metadata store, which producers cannot
+read).  A label without a valid seal reads as ``unknown``, and its words are not shown.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from collections.abc import Mapping
 
 from deletion_service.delete_phase.rules.decision import Kind
@@ -20,6 +30,9 @@ from deletion_service.protocol.fate import HoldReason
 HELD_FOR = "ledgerDeletionHeldFor"
 #: The decision's words for it (e.g. "ledger younger than minLedgerAgeSeconds (86400s)").
 HELD_WHY = "ledgerDeletionHeldWhy"
+#: The seal over both and the body (:class:`HoldSeal`).
+HELD_SEAL = "ledgerDeletionHeldSeal"
+_DOMAIN = b"ledger-deletion hold label v1\n"
 
 
 def of_decision(kind: Kind, counts: bool) -> HoldReason:
@@ -33,9 +46,37 @@ def of_decision(kind: Kind, counts: bool) -> HoldReason:
     return HoldReason.RETRY_DELAY
 
 
-def of_properties(properties: Mapping[str, str]) -> HoldReason:
-    """The reason written on a RETRY copy (``unknown`` when absent or not one of ours)."""
-    try:
-        return HoldReason(properties.get(HELD_FOR, ""))
-    except ValueError:
-        return HoldReason.UNKNOWN
+class HoldSeal:
+    """Seals the hold label this daemon writes on a RETRY copy, and reads back only sealed ones.
+    ``secret`` None (no key could be had): nothing is sealed, every label reads ``unknown``."""
+
+    def __init__(self, secret: bytes | None) -> None:
+        self._secret = secret
+
+    def _mac(self, reason: str, why: str, body: bytes) -> str:
+        assert self._secret is not None
+        text = _DOMAIN + reason.encode() + b"\n" + why.encode("utf-8", "surrogatepass") + b"\n" \
+            + hashlib.sha256(body).digest()
+        return hmac.new(self._secret, text, hashlib.sha256).hexdigest()
+
+    def label(self, reason: HoldReason, why: str, body: bytes) -> dict[str, str]:
+        """The properties a RETRY copy carries to say why it waits (none without a key)."""
+        if self._secret is None:
+            return {}
+        return {HELD_FOR: reason.value, HELD_WHY: why, HELD_SEAL: self._mac(reason.value, why, body)}
+
+    def carried(self, properties: Mapping[str, str]) -> dict[str, str]:
+        """The label of a copy handed back to RETRY as it is (its body unchanged, so its seal holds)."""
+        return {k: properties[k] for k in (HELD_FOR, HELD_WHY, HELD_SEAL) if k in properties}
+
+    def read(self, properties: Mapping[str, str], body: bytes) -> tuple[HoldReason, str]:
+        """The reason and words a RETRY copy carries, if this tool sealed them for this body; else
+        (``unknown``, "")."""
+        reason, why, seal = (properties.get(k) for k in (HELD_FOR, HELD_WHY, HELD_SEAL))
+        if self._secret is None or reason is None or why is None or seal is None:
+            return HoldReason.UNKNOWN, ""
+        try:
+            valid = hmac.compare_digest(seal.encode("ascii"), self._mac(reason, why, body).encode())
+            return (HoldReason(reason), why) if valid else (HoldReason.UNKNOWN, "")
+        except (UnicodeError, ValueError):
+            return HoldReason.UNKNOWN, ""

@@ -24,6 +24,8 @@ import pytest
 from deletion_service.cluster_writer import pulsar_custom_metadata
 from metastore.formats import ledger_path
 from tests.support.harness import PulsarLiteBroker, wait_until
+from tests.support.metrics_scrape import metric
+from tests.support.replica_tools import metrics
 from tests.support.replicas_world import Replica, ReplicaWorld
 
 LIVE = [4, 5, 6]
@@ -83,6 +85,12 @@ def test_one_replica_watches_and_a_leak_made_while_the_watcher_dies_is_still_cau
 
     _broker_deletes(world, keep=[3, *LIVE], deleted_from_storage=[1])  # 2's storage delete "failed"
     wait_until(lambda: not _stored(world, 2), 60, "the leaked ledger 2 deleted by the daemons")
+    tenant, namespace = world.topic.partition("://")[2].split("/")[:2]
+    scraped = metrics(leader)
+    assert metric(scraped, f'pulsar_ledger_deletion_leaks_observed_total{{kind="ledger",tenant="{tenant}",'
+                           f'namespace="{namespace}"}}') == 1
+    assert metric(scraped, "pulsar_ledger_deletion_leak_watcher_leader") == 1
+    assert metric(metrics(other), "pulsar_ledger_deletion_leak_watcher_leader") == 0
 
     leader.stop(signal.SIGKILL)
     _broker_deletes(world, keep=LIVE, deleted_from_storage=[])  # 3 leaks while nobody watches
