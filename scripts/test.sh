@@ -13,6 +13,7 @@ apt_missing=()
 [ -x /usr/bin/promtool ] || apt_missing+=(prometheus)  # promtool checks the alert rules; the server runs them
 [ -x /usr/bin/prometheus-pushgateway ] || apt_missing+=(prometheus-pushgateway)  # scan-orphans --pushgateway
 [ -x /usr/bin/chromium ] || apt_missing+=(chromium)  # playwright opens report.html in it (no browser download)
+[ -x /usr/bin/faketime ] || apt_missing+=(faketime)  # a daemon replica whose clock runs ahead (libfaketime)
 if [ ${#apt_missing[@]} -gt 0 ]; then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   echo "installing Debian packages: ${apt_missing[*]}"

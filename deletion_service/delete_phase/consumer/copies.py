@@ -80,15 +80,16 @@ def due_at_ms(message: Received, max_delay_s: float, now_ms: int) -> int:
     The embedded broker ignores delayed delivery, so the consumer enforces it.
     ``DELAY_TIME`` is whatever the publisher wrote: anyone who can publish to
     RETRY could hold messages forever, so the delay is capped by config
-    (``max_delay_s``, the longest delay the decision table itself chooses), and
-    so is a publish time from a clock running ahead."""
+    (``max_delay_s``, the longest delay the decision table itself chooses).  The
+    publish time is the publisher's clock: one running ahead of ours (another
+    replica's) would hold the message longer by as much, so it waits at most its
+    delay from when it is received here."""
     try:
         delay_ms = int(message.properties.get(DELAY_TIME, "0")[:20])
     except ValueError:
         delay_ms = 0
-    cap_ms = int(max_delay_s * 1000)
-    due = message.publish_time_ms + min(max(0, delay_ms), cap_ms)
-    return min(due, now_ms + cap_ms)
+    delay_ms = min(max(0, delay_ms), int(max_delay_s * 1000))
+    return min(message.publish_time_ms + delay_ms, now_ms + delay_ms)
 
 
 def _origin(message: Received) -> dict[str, str]:

@@ -26,6 +26,14 @@ its uuid(s) and ledger id), holding ``{owner, expiresAt}``.
   in-process tries (a few calls of seconds each).  Lost: nothing is deleted.
 * **Release** once the delete's outcome is known: removed at our version.
 
+**Two clocks.** A claim's expiry is written with its owner's clock and judged with the taker's.
+So a claim counts as expired only :data:`MAX_CLOCK_SKEW_S` after the time it names: a replica
+whose clock runs ahead of the owner's by up to that much still sees a live claim as live (with a
+60 s claim, a replica 61 s ahead took over a claim whose owner was deleting, and both deleted and
+recorded the copy).  Keep the replicas' clocks within it (the same margin the in-use grace
+assumes, docs/design/safety.md); a claim whose owner died is then taken over after its life plus
+that margin.
+
 Threads of one process are kept apart in memory first (:class:`OffloadClaims`
 holds the names it has claimed), so two lane threads never both hold one copy.
 
@@ -75,6 +83,9 @@ SWEEP_LIMIT = 100
 #: (three tries of calls with a 2 s connect and a 5 s read timeout), short enough that a copy whose
 #: deleter died waits only this long for a sibling.
 CLAIM_TTL_S = 60.0
+#: How far apart two replicas' clocks may be (the in-use grace assumes the same): a claim expires only
+#: this long after the time its owner wrote in it.
+MAX_CLOCK_SKEW_S = 150.0
 
 
 def claim_name(target: OffloadTarget) -> str:
@@ -150,7 +161,7 @@ class OffloadClaims:
             for name in self.store.children(CLAIMS_ROOT)[:SWEEP_LIMIT]:
                 path = f"{CLAIMS_ROOT}/{name}"
                 node = self.store.get(path)
-                if node is None or _parse(node.data, node.ctime_ms + int(self.ttl_s * 1000))[1] > self.clock() * 1000:
+                if node is None or not self._expired(_parse(node.data, node.ctime_ms + int(self.ttl_s * 1000))[1]):
                     continue
                 try:
                     self.store.delete(path, node.version)
@@ -203,13 +214,17 @@ class OffloadClaims:
             if node is None:
                 continue  # released meanwhile: try to create it again
             owner, expires_ms = _parse(node.data, node.ctime_ms + int(self.ttl_s * 1000))
-            if owner != self.owner and expires_ms > self.clock() * 1000:
+            if owner != self.owner and not self._expired(expires_ms):
                 return None
             try:  # expired (its owner died), or ours from a create whose reply was lost
                 return self.store.put(path, self._body(), node.version)
             except (BadVersionError, NoNodeError):
                 continue  # another daemon took it over (or released it) first: look again
         return None
+
+    def _expired(self, expires_ms: int) -> bool:
+        """Whether a claim that names ``expires_ms`` (its owner's clock) has certainly expired by ours."""
+        return expires_ms + MAX_CLOCK_SKEW_S * 1000 < self.clock() * 1000
 
     def _body(self) -> bytes:
         expires_ms = int((self.clock() + self.ttl_s) * 1000)

@@ -16,7 +16,10 @@ that does not hold it defers its request, untried, and records ``absent`` when i
 duplicate's first record may be ``reconsumed``: the wait below counts only final ones).
 
 Real processes: two ``run`` replicas, pulsar-lite (the session's), ZooKeeper (a chroot), moto_server
-behind a loopback proxy that forwards everything but holds each DELETE 2 s (a slow endpoint).
+behind a loopback proxy that forwards everything but holds each DELETE 2 s (a slow endpoint).  Run
+once with the replicas' clocks together, and once with the second replica's clock two minutes
+ahead (libfaketime): a claim names its expiry on its owner's clock, and a replica ahead by more than
+the claim's life took over a live claim, so both deleted and recorded the copy.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.deletion_world import S3Bucket
-from tests.support.harness import MotoS3Server, PulsarLiteBroker, wait_until
+from tests.support.harness import MotoS3Server, PulsarLiteBroker, debian_tool, wait_until
 from tests.support.replica_tools import SlowDeletes, bucket_behind_slow_deletes, settled
 from tests.support.replicas_world import ReplicaWorld
 
@@ -49,10 +52,17 @@ def slow_s3(s3_server: MotoS3Server) -> Iterator[tuple[SlowDeletes, S3Bucket]]:
         yield slow
 
 
+@pytest.mark.parametrize("ahead", [None, "+120s"])
 def test_duplicate_requests_for_one_offloaded_copy_record_one_deletion(
-        world: ReplicaWorld, slow_s3: tuple[SlowDeletes, S3Bucket]) -> None:
+        world: ReplicaWorld, slow_s3: tuple[SlowDeletes, S3Bucket], ahead: str | None) -> None:
     proxy, bucket = slow_s3
-    for replica in world.add_replicas(2):
+    replicas = world.add_replicas(2)
+    if ahead is not None:
+        faketime = debian_tool("faketime")
+        if faketime is None:
+            pytest.skip("faketime missing: scripts/test.sh installs Debian's")
+        replicas[1].argv = [faketime, "-f", ahead, *replicas[1].argv]
+    for replica in replicas:
         replica.start()
     for replica in world.replicas:
         replica.wait_ready()
