@@ -52,6 +52,8 @@ STOP_WAIT_S = 10.0
 #: store answers a delete it applied; exiting first left it recorded by nobody).  With CLOSE_WAIT_S, < 20 s.
 LANE_STOP_WAIT_S = 15.0
 CLOSE_WAIT_S = 3.0
+#: … and a leak watcher pass under way, before its role is given up.
+WATCHER_STOP_WAIT_S = 3.0
 
 
 class Daemon:
@@ -150,12 +152,10 @@ class Daemon:
         return EXIT_OK
 
     def _stop_leak_watcher(self, role: WatcherRole) -> None:
-        """Wait for a pass in progress (bounded), then keep the state and give the role up."""
-        for chore in self.chores:
-            if chore.name == "leak-watcher":
-                chore.join(STOP_WAIT_S)
+        """Keep the watcher's state and give the role up (a pass under way is waited for a moment only: the
+        state kept after the last pass stands, see :meth:`WatcherRole.stop`)."""
         try:
-            role.stop()
+            role.stop(wait_s=WATCHER_STOP_WAIT_S)
         except Exception:  # noqa: BLE001 - the successor re-reads; a failed save loses at most one interval
             _log.warning("leak watcher: could not keep its state at stop", exc_info=True)
 

@@ -35,11 +35,19 @@ ROOT: Final = "/ledger-deletion/leak-watcher"
 POINTER: Final = f"{ROOT}/state"
 #: Bytes per chunk: well under ZooKeeper's 1 MiB request limit.
 CHUNK_BYTES: Final = 512 * 1024
+#: A kept state is refused (a fresh reading starts) above these: whoever can write the metadata store
+#: could otherwise make every replica that takes the role inflate gigabytes, one after another.
+MAX_CHUNKS: Final = 512
+MAX_STATE_BYTES: Final = 512 * 1024 * 1024
 FORMAT: Final = 1
 
 
 class StateUnreadable(Exception):
-    """The kept state exists but cannot be used (corrupt, or written by a newer format)."""
+    """The kept state exists but cannot be used (corrupt, too large, or written by a newer format)."""
+
+
+class StateTooLarge(Exception):
+    """A state too large to keep (it could not be loaded back): nothing is written."""
 
 
 @dataclass(frozen=True)
@@ -80,9 +88,17 @@ def encode_state(state: WatcherState) -> bytes:
     return zlib.compress(json.dumps(doc, separators=(",", ":")).encode(), 6)
 
 
+def _inflate(data: bytes) -> bytes:
+    inflater = zlib.decompressobj()
+    out = inflater.decompress(data, MAX_STATE_BYTES)
+    if inflater.unconsumed_tail or not inflater.eof:
+        raise StateUnreadable(f"inflates past {MAX_STATE_BYTES // (1024 * 1024)} MiB, or is cut short")
+    return out
+
+
 def decode_state(data: bytes) -> WatcherState:
     try:
-        doc = json.loads(zlib.decompress(data))
+        doc = json.loads(_inflate(data))
         if doc.get("format") != FORMAT:
             raise StateUnreadable(f"kept in format {doc.get('format')!r}, this version reads {FORMAT}")
         topics = {topic: _sightings(topic, seen) for topic, seen in doc["topics"].items()}
@@ -111,6 +127,8 @@ def load(store: MetadataStore) -> Loaded:
         validate_path(folder)
     except (ValueError, KeyError, TypeError) as e:
         raise StateUnreadable(f"{POINTER}: {e}") from e
+    if not 0 < chunks <= MAX_CHUNKS:
+        raise StateUnreadable(f"{POINTER} names {chunks} chunks (at most {MAX_CHUNKS} are read)")
     nodes = store.get_many([_chunk_path(folder, n) for n in range(chunks)])
     if any(node is None for node in nodes.values()):
         raise StateUnreadable(f"generation {generation} is missing chunks")
@@ -132,6 +150,8 @@ def save(store: MetadataStore, state: WatcherState, loaded: Loaded) -> Loaded:
     name = f"state-{generation}-{uuid.uuid4().hex[:12]}"
     folder = f"{ROOT}/{name}"
     chunks = [data[i:i + CHUNK_BYTES] for i in range(0, len(data), CHUNK_BYTES)] or [b""]
+    if len(chunks) > MAX_CHUNKS:
+        raise StateTooLarge(f"{len(data)} bytes compressed, over {MAX_CHUNKS} chunks of {CHUNK_BYTES}")
     pointer = json.dumps({"generation": generation, "folder": name, "chunks": len(chunks), "sha256": digest}).encode()
     try:
         for n, chunk in enumerate(chunks):
@@ -140,9 +160,31 @@ def save(store: MetadataStore, state: WatcherState, loaded: Loaded) -> Loaded:
     except MetadataStoreError:
         _forget(store, folder)
         raise
-    if loaded.folder is not None:
-        _forget(store, loaded.folder)
+    _forget_older(store, generation)
     return Loaded(state, version, generation, folder, digest)
+
+
+def replacing_unreadable(store: MetadataStore) -> Loaded:
+    """Where to save after a kept state that could not be used: over its pointer, and a generation past
+    every folder there, so the next save sweeps them all."""
+    pointer = store.get(POINTER)
+    newest = max((int(p[1]) for name in store.children(ROOT)
+                  if len(p := name.split("-")) == 3 and p[0] == "state" and p[1].isdigit()), default=0)
+    return Loaded(None, pointer.version if pointer is not None else ABSENT, newest)
+
+
+def _forget_older(store: MetadataStore, generation: int) -> None:
+    """Every folder of an older generation: the one the pointer named before, and any a save that died
+    half-way (or lost its compare-and-set) left.  A save in progress elsewhere started from the state
+    just replaced at the earliest, so it writes this generation or a later one: never swept here."""
+    try:
+        names = store.children(ROOT)
+    except MetadataStoreError:
+        return
+    for name in names:
+        parts = name.split("-")
+        if len(parts) == 3 and parts[0] == "state" and parts[1].isdigit() and int(parts[1]) < generation:
+            _forget(store, f"{ROOT}/{name}")
 
 
 def _forget(store: MetadataStore, folder: str) -> None:

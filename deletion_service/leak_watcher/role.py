@@ -21,8 +21,10 @@ connection suspended after ``holds()`` was checked) can only send a request twic
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -46,6 +48,8 @@ from metastore.interface import (
 
 _log = logging.getLogger("deletion_service.leak_watcher")
 
+#: A failing pass is said at most this often.
+FAILURE_SAID_EVERY_S: Final = 60.0
 #: The role's path in the metadata store: one holder per cluster.
 ROLE_PATH: Final = f"{persisted.ROOT}/leader"
 
@@ -78,6 +82,8 @@ class WatcherRole:
         self.store, self.leadership, self.still_stored, self._send = store, leadership, still_stored, send
         self.gauges, self.settle_s, self.clock = gauges, settle_s, clock
         self.watcher: LeakWatcher | None = None
+        self._passing = threading.Lock()  # a pass, or the save at stop: never both
+        self._failed, self._failure_said_at = 0, -math.inf
         self._kept = persisted.Loaded(None, ABSENT, 0)
         self.last_pass_at: float | None = None
         self.gauges.lag.set_function(self._lag)
@@ -88,7 +94,21 @@ class WatcherRole:
         return max(0.0, self.clock() - self.last_pass_at)
 
     def tick(self) -> PassResult | None:
-        """The chore: one pass when this replica holds the role (None otherwise)."""
+        """The chore: one pass when this replica holds the role (None otherwise).  A pass that fails is
+        said every time (at most once a minute), with how many failed since the last good one: a
+        watcher that cannot pass catches no leak, and its lag grows (``LedgerDeletionLeakWatcherBehind``)."""
+        with self._passing:
+            try:
+                return self._tick()
+            except Exception as e:
+                self._failed += 1
+                if self.clock() - self._failure_said_at >= FAILURE_SAID_EVERY_S:
+                    self._failure_said_at = self.clock()
+                    _log.warning("leak watcher: pass failed (%d since the last good one): %s: %s", self._failed,
+                                 type(e).__name__, e, exc_info=self._failed == 1)
+                return None
+
+    def _tick(self) -> PassResult | None:
         if not self.leadership.holds():
             self._step_down("another replica watches")
             return None
@@ -97,6 +117,7 @@ class WatcherRole:
         assert self.watcher is not None
         started = self.clock()
         result = self.watcher.run_pass(now=started)
+        self._failed, self._failure_said_at = 0, -math.inf
         failpoint("watch.after-pass")
         self.last_pass_at = started
         self.gauges.last_pass.set(started)
@@ -114,8 +135,7 @@ class WatcherRole:
         except persisted.StateUnreadable as e:
             _log.warning("leak watcher: the kept state cannot be used (%s): starting from a fresh reading; leaks "
                          "made before it are the scheduled scan's to find", e)
-            pointer = self.store.get(persisted.POINTER)
-            self._kept = persisted.Loaded(None, pointer.version if pointer else ABSENT, 0)
+            self._kept = persisted.replacing_unreadable(self.store)
         state = self._kept.state
         self.watcher = LeakWatcher(self.store, self.still_stored, self._send_while_holding, self.settle_s,
                                    clock_ms=lambda: int(self.clock() * 1000), state=state)
@@ -150,6 +170,9 @@ class WatcherRole:
             self._kept = persisted.save(self.store, state, self._kept)
         except (BadVersionError, NodeExistsError, NoNodeError):
             self._step_down("another replica saved the watcher's state since this one loaded it")
+        except persisted.StateTooLarge as e:
+            _log.warning("leak watcher: its state is too large to keep (%s): a successor would start from a fresh "
+                         "reading", e)
         except MetadataStoreError as e:
             _log.warning("leak watcher: could not keep its state (%s); trying again after the next pass", e)
 
@@ -158,9 +181,17 @@ class WatcherRole:
                              self.last_pass_at, self._lag() if self.watcher is not None else None,
                              len(self.watcher.queue) if self.watcher is not None else 0, self.settle_s)
 
-    def stop(self) -> None:
-        """Save (when holding) and give the role up."""
-        if self.watcher is not None and self.leadership.holds():
-            self.save()
+    def stop(self, wait_s: float = 5.0) -> None:
+        """Save (when holding) and give the role up.  Never while a pass is under way: a pass that took
+        its due leaks out of the queue and has not sent them would be kept without them; if the pass
+        does not end within ``wait_s``, the state kept after the last pass stands (it still has them)."""
+        if self._passing.acquire(timeout=wait_s):
+            try:
+                if self.watcher is not None and self.leadership.holds():
+                    self.save()
+            finally:
+                self._passing.release()
+        else:
+            _log.warning("leak watcher: a pass is still under way at stop; the state kept after the last one stands")
         self.leadership.close()
         self._step_down("the daemon stops")

@@ -3,6 +3,7 @@ node takes, refused when damaged, and never written over a successor's (embedded
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -105,3 +106,29 @@ def test_a_watcher_that_lost_the_role_cannot_write_over_its_successors_state(tmp
         loaded = persisted.load(store).state
         assert loaded is not None and len(loaded.reading.topics) == 2
         assert len(store.children(persisted.ROOT)) == 2  # the pointer and the successor's folder: no leftovers
+
+
+def test_a_kept_state_that_would_inflate_past_the_limit_or_names_absurd_chunks_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with _store(tmp_path) as store:
+        persisted.save(store, _state(50), persisted.load(store))
+        monkeypatch.setattr(persisted, "MAX_STATE_BYTES", 1024)  # the state inflates past it
+        with pytest.raises(StateUnreadable, match="inflates"):
+            persisted.load(store)
+        monkeypatch.undo()
+        node = store.get(persisted.POINTER)
+        assert node is not None
+        store.put(persisted.POINTER, json.dumps({**json.loads(node.data), "chunks": 10**9}).encode(), node.version)
+        with pytest.raises(StateUnreadable, match="chunks"):
+            persisted.load(store)
+
+
+def test_a_save_sweeps_the_folders_older_saves_left_and_none_a_later_one_writes(tmp_path: Path) -> None:
+    with _store(tmp_path) as store:
+        first = persisted.save(store, _state(), persisted.load(store))
+        store.put(f"{persisted.ROOT}/state-1-deadbeef0000/000000", b"half a save", persisted.ABSENT)  # died half-way
+        store.put(f"{persisted.ROOT}/state-3-cafecafe0000/000000", b"in progress", persisted.ABSENT)  # a later one
+        second = persisted.save(store, _state(2), first)
+        assert second.folder is not None and first.folder is not None
+        assert sorted(store.children(persisted.ROOT)) == sorted(
+            ["state", second.folder.rsplit("/", 1)[1], "state-3-cafecafe0000"])

@@ -7,6 +7,7 @@ that a hand-over can happen at an exact point; the election itself runs against 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -153,3 +154,36 @@ def test_a_leak_the_broker_deleted_in_time_gets_no_request_and_the_gauges_say_wh
         role.stop()
         assert metrics.value("pulsar_ledger_deletion_leak_watcher_leader") == 0
         assert not role.status().watching
+
+
+def test_a_stop_during_a_pass_keeps_the_last_passes_state_not_one_without_the_leaks_being_sent(
+        tmp_path: Path) -> None:
+    """The pass took its due leaks out of the queue and is sending them (a slow broker) when the daemon
+    stops: the state kept then must still have them, so the next watcher sends them."""
+    clock, release, sending = Clock(), threading.Event(), threading.Event()
+    sent: list[PendingDeleteLedgerInfo] = []
+
+    def slow_send(requests: Sequence[PendingDeleteLedgerInfo]) -> Sequence[PendingDeleteLedgerInfo]:
+        sending.set()
+        release.wait(10)
+        return requests  # the broker never took them
+
+    with open_store(f"sqlite:///{tmp_path / 'm.db'}") as store:
+        w = _seed(store, [1, 2])
+        check = still_stored(store, "/ledgers", "hierarchical", OffloaderSettings())
+        gauges = DeletionMetrics(CollectorRegistry()).leak_watcher
+        role = WatcherRole(store, Switch("a", True), check, slow_send, gauges, SETTLE_S, clock=clock)
+        role.tick()
+        w.managed_ledger(TOPIC, [2])
+        role.tick()  # 1 departs, kept as waiting
+        clock.now += SETTLE_S
+        passing = threading.Thread(target=role.tick)
+        passing.start()
+        assert sending.wait(10)
+        role.stop(wait_s=0.2)  # the pass is still sending
+        release.set()
+        passing.join(10)
+        broker = Broker()
+        successor = WatcherRole(store, Switch("b", True), check, broker.send, gauges, SETTLE_S, clock=clock)
+        successor.tick()
+        assert _sent(broker) == [1], sent
