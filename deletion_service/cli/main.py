@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import difflib
 import importlib
 import json as json_module
 import logging
@@ -79,6 +80,17 @@ class LazyGroup(TyperGroup):
                 _show_common_options(command, self.params)
                 self.commands[name] = command
         return self.commands.get(cmd_name)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None,
+                                                                            list[str]]:
+        """typer names the closest command among those loaded; here that is every command."""
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as e:
+            matches = difflib.get_close_matches(args[0], list(LAZY_COMMANDS)) if args else []
+            if matches and "Did you mean" not in e.message:
+                e.message = f"{e.message.rstrip('.')}. Did you mean {', '.join(repr(m) for m in matches)}?"
+            raise
 
 
 def _show_common_options(command: click.Command, common: list[click.Parameter]) -> None:

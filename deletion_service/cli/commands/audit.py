@@ -103,6 +103,10 @@ def _from_topic(opts: options.CommonOptions) -> list[dict[str, Any] | None]:
             messages = broker.read_all(topic)
         except BrokerError as e:
             raise UserError(f"cannot read the audit topic copy {topic}: {e}") from e
+    if not messages and not config.ledger_deletion_audit_topic_enabled:
+        raise UserError(f"the audit topic copy {topic} is empty, and ledgerDeletionAuditTopicEnabled is false here: "
+                        "turn it on for the daemons to have their records copied there, or read a data dir's files "
+                        "(without --from-topic)")
     return list(reader.parsed(m.data for m in messages))
 
 

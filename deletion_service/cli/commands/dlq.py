@@ -11,6 +11,7 @@ a refusal retrying cannot change (``cross-namespace``, ``invalid-request``, ``ca
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Callable
 from typing import Annotated, TypeVar
@@ -148,6 +149,9 @@ def purge(ctx: typer.Context, ids: IdsArg = None, reason: ReasonOpt = None, olde
         missing = sorted(chosen.message_ids - {e.message_id for e in listed})
         if missing:
             raise UserError(str(dlq_mod.UnknownMessageIds(missing)))
+        if listed and not yes and not sys.stdin.isatty():
+            raise UsageError(f"dlq purge would drop {len(listed)} request(s) and asks first, but no terminal answers: "
+                             "give --yes to drop them without asking")
         if listed and not yes and not typer.confirm(
                 f"Drop {len(listed)} request(s) from the DLQ? Their ledgers stay where they are", err=True):
             raise typer.Abort()

@@ -155,3 +155,18 @@ def test_inflight_for_a_namespace_that_exists_nowhere_says_so(after_demo: tuple)
         1, "namespace nope/nope exists nowhere")
     known = data_dir / "broker" / "subscriptions.json"  # written once anything has subscribed on this data dir
     assert not known.exists() or "nope" not in known.read_text()  # nothing subscribed there
+
+
+def test_a_purge_nobody_can_confirm_names_yes_and_drops_nothing(after_demo: tuple) -> None:
+    data_dir, _ = after_demo
+    before = json.loads(run_cli("dlq", "list", "--json", "--data-dir", str(data_dir)).stdout)
+    assert before  # the demo parks requests
+    run_cli("dlq", "purge", "--all", "--data-dir", str(data_dir), input="").assert_one_line_error(
+        2, "no terminal answers", "--yes")
+    assert len(json.loads(run_cli("dlq", "list", "--json", "--data-dir", str(data_dir)).stdout)) == len(before)
+
+
+def test_reading_an_audit_topic_copy_that_is_off_says_so(after_demo: tuple) -> None:
+    data_dir, _ = after_demo
+    run_cli("audit", "--from-topic", "--data-dir", str(data_dir)).assert_one_line_error(
+        1, "ledgerDeletionAuditTopicEnabled is false")

@@ -63,6 +63,12 @@ def test_unknown_subcommand_is_usage_error() -> None:
     assert r.returncode == 2 and "No such command" in r.stderr and "Traceback" not in r.stderr
 
 
+def test_a_mistyped_subcommand_names_the_closest() -> None:
+    r = run_cli("statu")
+    assert r.returncode == 2 and "Did you mean 'status'?" in r.stderr
+    assert "Did you mean 'enqueue'?" in run_cli("--json", "enqeue").stderr
+
+
 def test_scan_orphans_refuses_bad_input_before_starting_spark(tmp_path: Path) -> None:
     run_cli("scan-orphans", "--min-age", "yesterday").assert_one_line_error(2, "--min-age expects a duration")
     run_cli("scan-orphans", "--data-dir", str(tmp_path / "never")).assert_one_line_error(
