@@ -88,9 +88,10 @@ class LazyGroup(TyperGroup):
             return super().resolve_command(ctx, args)
         except click.UsageError as e:
             matches = difflib.get_close_matches(args[0], list(LAZY_COMMANDS)) if args else []
-            if matches and "Did you mean" not in e.message:
-                e.message = f"{e.message.rstrip('.')}. Did you mean {', '.join(repr(m) for m in matches)}?"
-            raise
+            if not matches or "Did you mean" in e.format_message():
+                raise
+            named = ", ".join(repr(m) for m in matches)
+            raise click.UsageError(f"{e.format_message().rstrip('.')}. Did you mean {named}?", e.ctx) from None
 
 
 def _show_common_options(command: click.Command, common: list[click.Parameter]) -> None:

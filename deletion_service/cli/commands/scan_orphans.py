@@ -23,10 +23,11 @@ from deletion_service.errors import UsageError, UserError
 from deletion_service.orphans import reports_dir as reports
 from deletion_service.orphans.push import push_summary
 from deletion_service.orphans.scan_options import DEFAULT_MASTER, DEFAULT_MIN_AGE, parse_duration
+from metastore.formats.pulsar_paths import MANAGED_LEDGERS_ROOT, SCHEMAS_ROOT
 
 if TYPE_CHECKING:
     from deletion_service.orphans.scan import ScanOutcome, ScanSources
-    from deletion_service.orphans.summary import MissingLedger
+    from deletion_service.orphans.summary import MissingLedger, ScanSummary
 
 HELP = """Find orphan ledgers (in BookKeeper, `application=pulsar`, CLOSED, older than --min-age,
 referenced nowhere), orphan offloaded objects, and **missing ledgers** (referenced but absent
@@ -97,6 +98,8 @@ def scan_orphans(
     target = reports.run_dir(reports_dir, started_s) if reports_dir is not None else output
     console = Console(stderr=True)
     sources = None if snapshot is not None and has_snapshot(snapshot) else _sources(opts, cfg)
+    if enqueue and sources is not None:
+        _refuse_a_store_without_pulsar(opts, cfg)
     with console.status("starting Spark…") as status:
         spark = session(spark_master, debug=opts.debug, conf=conf)
         show = status.update if console.is_terminal else _line_printer(console)
@@ -145,17 +148,37 @@ def _sources(opts: CommonOptions, cfg: DeletionConfig) -> ScanSources:
                        connections.offload_settings(opts, cfg))
 
 
+def refuse_unreferenced(summary: ScanSummary, store_url: str) -> None:
+    """Every Pulsar ledger unreferenced: far likelier a wrong --metadata-store (or a chroot missing from
+    it) than a cluster whose topics are all gone.  Never enqueue on that."""
+    if summary.references == 0 and summary.orphan_ledgers + summary.orphan_offloaded_objects > 0:
+        raise UserError(f"found no references to any ledger in {store_url}, so all {summary.orphan_ledgers} Pulsar "
+                        "ledger(s) look orphaned: check --metadata-store (and its chroot); nothing was sent")
+
+
+def _refuse_a_store_without_pulsar(opts: CommonOptions, cfg: DeletionConfig) -> None:
+    """Before Spark starts: BookKeeper holds ledgers but the metadata store holds no Pulsar metadata at
+    all (no topic, no schema) is far likelier a wrong --metadata-store than a cluster whose every topic
+    is gone.  The same refusal as after a scan that found no reference (:func:`_enqueue`), a minute
+    sooner; that one still covers topics that list nothing."""
+    with connections.open_metadata_store(opts, cfg, must_exist=True) as store:
+        pulsar = store.children(MANAGED_LEDGERS_ROOT) or store.children(SCHEMAS_ROOT)
+    if pulsar:
+        return
+    with connections.open_metadata_store(opts, cfg, bookkeeper=True, must_exist=True) as bk_store:
+        ledgers = [c for c in bk_store.children(cfg.bookkeeper_ledgers_root_path) if c.isdigit() or c.startswith("L")]
+    if ledgers:
+        raise UserError(f"found no references to any ledger in {connections.store_url(opts)} (no topic, no schema), "
+                        "so every ledger in BookKeeper would look orphaned: check --metadata-store (and its chroot); "
+                        "nothing was sent (the scan did not start)")
+
+
 def _enqueue(opts: CommonOptions, cfg: DeletionConfig, outcome: ScanOutcome) -> dict:
     from deletion_service.orphans.inventory import OffloadScope
     from deletion_service.orphans.requests import enqueue_orphans
 
     summary = outcome.data.summary
-    if summary.references == 0 and summary.orphan_ledgers + summary.orphan_offloaded_objects > 0:
-        # Every Pulsar ledger unreferenced: far likelier a wrong --metadata-store (or a chroot
-        # missing from it) than a cluster whose topics are all gone.  Never enqueue on that.
-        raise UserError(f"found no references to any ledger in {connections.store_url(opts)}, so all "
-                        f"{summary.orphan_ledgers} Pulsar ledger(s) look orphaned: check --metadata-store (and its "
-                        "chroot); nothing was sent")
+    refuse_unreferenced(summary, connections.store_url(opts))
     total = summary.orphan_ledgers + summary.orphan_offloaded_objects  # objects: an upper bound (data + index)
     scope = OffloadScope.of(cfg, connections.offload_settings(opts, cfg))
     with connections.publisher(opts, cfg) as publisher, ui.progress(total > 0 and not opts.json) as bar:

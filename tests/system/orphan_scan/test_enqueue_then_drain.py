@@ -97,8 +97,9 @@ def test_enqueue_refuses_when_nothing_references_anything(tmp_path: Path) -> Non
         for lid in (1, 2, 3):
             w.bk_ledger(lid, pulsar_custom_metadata(TOPIC), ctime_ms=int(time.time() * 1000) - 3 * DAY_MS)
     refused = run_cli("scan-orphans", "--enqueue", "--data-dir", str(data_dir), timeout=300)
-    # Spark's JVM may print its own start-up warning first; ours is one line, last, no traceback.
+    # refused before Spark starts: one line, no traceback, no Spark
     assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused.stderr
     last = refused.stderr.strip().splitlines()[-1]
     assert last.startswith("error: found no references to any ledger") and "nothing was sent" in last
+    assert "the scan did not start" in last and "Spark" not in refused.stderr.replace(last, "")
     assert _present(data_dir, [1, 2, 3]) == [1, 2, 3]
