@@ -33,6 +33,8 @@ class Departure:
 
 def carried(before: Reading, after: Reading) -> Reading:
     """``after``, with each topic it could not read (alone, or with its namespace) seen as ``before`` saw it."""
+    if not after.unreadable and not after.unreadable_namespaces:
+        return after
     topics = dict(after.topics)
     for topic, seen in before.topics.items():
         if not after.knows(topic):
@@ -43,13 +45,27 @@ def carried(before: Reading, after: Reading) -> Reading:
 def departures(before: Reading, after: Reading, marked_at_ms: int,
                offload_fallback: OffloadLocation | None = None) -> list[Departure]:
     """Every departure from ``before`` to ``after`` (``after`` as :func:`carried` makes it), each
-    request once."""
-    ledgers_now, parts_now = carried(before, after).referenced()
+    request once.
+
+    Only a topic whose sightings changed can lose a reference: one that ``after`` holds as the very
+    sightings ``before`` held (reused, its nodes unchanged) is passed over.  What a changed topic
+    no longer references departs unless some topic references it now, which one look at every
+    topic tells for those few ids at once."""
+    now = carried(before, after)
+    changed = [(seen, now.topics.get(topic)) for topic, seen in before.topics.items()
+               if now.topics.get(topic) is not seen]
+    left: set[int] = set()
+    parts_left: set[tuple[int, str]] = set()
+    for seen, current in changed:
+        left |= seen.ledger_ids() - current.ledger_ids() if current is not None else seen.ledger_ids()
+        parts_left |= seen.parts - current.parts if current is not None else seen.parts
+    kept, parts_kept = now.referenced_among(left, parts_left)
+    gone, parts_gone = left - kept, parts_left - parts_kept
     out: list[Departure] = []
     sent: set[tuple[int, str]] = set()
-    for seen in before.topics.values():
-        for departure in (*_listed(seen, ledgers_now, parts_now, marked_at_ms, offload_fallback),
-                          *_owned(seen, ledgers_now, marked_at_ms)):
+    for seen, _ in changed:
+        for departure in (*_listed(seen, gone, parts_gone, marked_at_ms, offload_fallback),
+                          *_owned(seen, gone, marked_at_ms)):
             fresh = tuple(r for r in departure.requests if copy_key(r) not in sent)
             sent.update(copy_key(r) for r in fresh)
             if fresh or departure.unrequestable:
@@ -68,24 +84,43 @@ def part_of(request: PendingDeleteLedgerInfo) -> tuple[int, str] | None:
     return request.ledger_id, java_uuid(seg.uid_msb, seg.uid_lsb)
 
 
-def _listed(seen: TopicSightings, ledgers_now: set[int], parts_now: set[tuple[int, str]], marked_at_ms: int,
+def _listed(seen: TopicSightings, gone: set[int], parts_gone: set[tuple[int, str]], marked_at_ms: int,
             offload_fallback: OffloadLocation | None) -> list[Departure]:
     out = []
-    for ledger_id, info in seen.listed.items():
-        gone = ledger_id not in ledgers_now
-        parts_gone = {p for p in seen.parts if p[0] == ledger_id and p not in parts_now}
-        if not gone and not parts_gone:
+    for ledger_id in seen.listed:
+        ledger_gone = ledger_id in gone
+        its_parts_gone = {p for p in seen.parts if p[0] == ledger_id and p in parts_gone}
+        if not ledger_gone and not its_parts_gone:
             continue
-        announced = requests_for(seen.topic, info, marked_at_ms, offload_fallback, reason=Reason.LEAKED)
+        try:
+            announced = requests_for(seen.topic, seen.listed[ledger_id], marked_at_ms, offload_fallback,
+                                     reason=Reason.LEAKED)
+        except ValueError as e:  # no valid request names it (a name or location the model refuses)
+            out.append(Departure(seen.topic, ledger_id, (), unrequestable(e)))
+            continue
         wanted = tuple(r for r in announced.requests
-                       if (gone if r.ledger_type == LedgerType.LEDGER else part_of(r) in parts_gone))
+                       if (ledger_gone if r.ledger_type == LedgerType.LEDGER else part_of(r) in its_parts_gone))
         out.append(Departure(seen.topic, ledger_id, wanted, announced.keep_because))
     return out
 
 
-def _owned(seen: TopicSightings, ledgers_now: set[int], marked_at_ms: int) -> list[Departure]:
-    return [Departure(seen.topic, owned.ledger_id, (_request(seen.topic, owned, marked_at_ms),))
-            for owned in seen.owned if owned.ledger_id not in ledgers_now]
+def _owned(seen: TopicSightings, gone: set[int], marked_at_ms: int) -> list[Departure]:
+    out = []
+    for owned in seen.owned:
+        if owned.ledger_id in gone:
+            try:
+                out.append(Departure(seen.topic, owned.ledger_id, (_request(seen.topic, owned, marked_at_ms),)))
+            except ValueError as e:
+                out.append(Departure(seen.topic, owned.ledger_id, (), unrequestable(e)))
+    return out
+
+
+def unrequestable(e: ValueError) -> str:
+    """Why a departure got no request: a name, cursor or location no valid request can carry (a tenant's
+    topic named with a control character, an over-long subscription, an offload policy's region in
+    capitals).  One departure's, never the pass's: the other departures are requested as ever."""
+    first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return f"no valid request can name it ({first[:200]}): the scan reports it"
 
 
 def _request(topic: str, owned: OwnedLedger, marked_at_ms: int) -> PendingDeleteLedgerInfo:

@@ -187,6 +187,18 @@ def managed_ledger_from_proto(payload: bytes) -> ManagedLedgerInfo:
     )
 
 
+def references_from_proto(payload: bytes) -> ManagedLedgerInfo:
+    """Decode the plain protobuf as far as references go (see :func:`decode_managed_ledger_references`)."""
+    msg = parse(pb.ManagedLedgerInfo, payload, _WHAT)
+    ledgers = [LedgerInfo(li.ledgerId, offload_context=_context_from_pb(li.offloadContext))
+               if li.HasField("offloadContext") else LedgerInfo(li.ledgerId) for li in msg.ledgerInfo]
+    terminated = None
+    if msg.HasField("terminatedPosition"):
+        terminated = Position(msg.terminatedPosition.ledgerId, msg.terminatedPosition.entryId)
+    return ManagedLedgerInfo(ledgers=ledgers, properties={kv.key: kv.value for kv in msg.properties},
+                             terminated_position=terminated)
+
+
 def managed_ledger_to_proto(info: ManagedLedgerInfo) -> bytes:
     """Encode as the plain protobuf (no compression envelope)."""
     msg = pb.ManagedLedgerInfo()
@@ -206,6 +218,18 @@ def decode_managed_ledger(data: bytes) -> ManagedLedgerInfo:
     """Decode a managed-ledger node as stored (with or without the 0x4778 envelope)."""
     payload, compression = unwrap(data, "managed-ledger")
     info = managed_ledger_from_proto(payload)
+    info.compression = compression
+    return info
+
+
+def decode_managed_ledger_references(data: bytes) -> ManagedLedgerInfo:
+    """A managed-ledger node as far as what it references goes: each ledger's id and its offload
+    context, in list order, the properties and the terminated position; each ledger's entries,
+    size and timestamp and every unknown field are left out.  Never to be written back (the rules
+    above need the whole node).  For readers of a whole cluster's references (the orphan scan, the
+    leak watcher): a plain ledger costs its id, not a field-by-field decode."""
+    payload, compression = unwrap(data, "managed-ledger")
+    info = references_from_proto(payload)
     info.compression = compression
     return info
 

@@ -113,7 +113,7 @@ class BatchReads:
                     raise map_error(result, path) from result
                 else:
                     data, stat = result
-                    out[path] = Node(data, stat.version, stat.ctime)
+                    out[path] = Node(data, stat.version, stat.ctime, stat.cversion)
         return out
 
     def get_pipelined(self, paths: list[str]) -> dict[str, Node | None]:
@@ -128,7 +128,7 @@ class BatchReads:
             except KAZOO_ERRORS as e:
                 raise map_error(e, path) from e
             else:
-                out[path] = Node(data if data is not None else b"", stat.version, stat.ctime)
+                out[path] = Node(data if data is not None else b"", stat.version, stat.ctime, stat.cversion)
         return out
 
     def children_many(self, paths: list[str]) -> dict[str, list[str]]:

@@ -178,8 +178,9 @@ class MultiRead(_MultiReadOps):
 
 
 def request_bytes(path: str) -> int:
-    """The bytes one getData op adds to a multi-read request."""
-    return _HEADER.size + _INT.size + len(path.encode("utf-8")) + 1
+    """The bytes one getData op adds to a multi-read request (an ASCII path is as long in UTF-8:
+    no encoding needed for the common case)."""
+    return _HEADER.size + _INT.size + (len(path) if path.isascii() else len(path.encode("utf-8"))) + 1
 
 
 class ChunkSizer:

@@ -19,7 +19,8 @@ caller can decide (by re-reading) what to do; ``delete_many`` does so
 The store is this module's single requests and writes over collaborators, one
 concept a module: :mod:`metastore.zookeeper.connection` (connect, authenticate,
 chroot, one request with a deadline), :mod:`metastore.zookeeper.batch_reads`
-(``get_many``/``children_many`` by multi-read), :mod:`metastore.zookeeper.kazoo_errors`
+(``get_many``/``children_many`` by multi-read), :mod:`metastore.zookeeper.grouped_reads`
+(``get`` from many threads at once, read together), :mod:`metastore.zookeeper.kazoo_errors`
 (kazoo's errors as the store's).  kazoo is imported by these modules only.
 """
 
@@ -51,6 +52,7 @@ from metastore.interface import (
 from metastore.url import ZooKeeperUrl
 from metastore.zookeeper.batch_reads import BatchReads
 from metastore.zookeeper.connection import DIGEST_ENV, ZooKeeperConnection
+from metastore.zookeeper.grouped_reads import GroupedReads
 from metastore.zookeeper.kazoo_errors import KAZOO_ERRORS, describe, map_error
 from metastore.zookeeper.leadership import ZooKeeperLeadership
 
@@ -76,18 +78,23 @@ class ZooKeeperMetadataStore(MetadataStore):
         self.connection = ZooKeeperConnection(url, digest_file, connect_timeout_s, session_timeout_s)
         self._client = self.connection.client
         self.batch_reads = BatchReads(self.connection)
+        self._grouped = GroupedReads(self._get_one, self.batch_reads.get_many)
 
     # ---- reads
 
     def get(self, path: str) -> Node | None:
+        """One node; threads that ask at the same time are read together (:mod:`metastore.zookeeper.grouped_reads`)."""
         validate_path(path)
+        return self._grouped.get(path)
+
+    def _get_one(self, path: str) -> Node | None:
         try:
             data, stat = self.connection.call(self._client.get_async, path)
         except kx.NoNodeError:
             return None
         except KAZOO_ERRORS as e:
             raise map_error(e, path) from e
-        return Node(data if data is not None else b"", stat.version, stat.ctime)
+        return Node(data if data is not None else b"", stat.version, stat.ctime, stat.cversion)
 
     def get_many(self, paths: Iterable[str]) -> dict[str, Node | None]:
         """Multi-reads of many nodes per request (:mod:`metastore.zookeeper.batch_reads`)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from deletion_service.cluster_writer import ClusterWriter, pulsar_custom_metadata, schema_custom_metadata
@@ -67,7 +68,11 @@ def test_a_one_phase_delete_that_failed_is_requested_and_deleted_and_one_that_wo
     with open_store(url) as store:
         w = _seed(store)
         check = still_stored(store, "/ledgers", "hierarchical", OffloaderSettings())
-        watcher = LeakWatcher(store, check, sent.extend, SETTLE_S, clock_ms=lambda: int(time.time() * 1000))
+        def send(requests: Sequence[PendingDeleteLedgerInfo]) -> list[PendingDeleteLedgerInfo]:
+            sent.extend(requests)
+            return []  # every one taken
+
+        watcher = LeakWatcher(store, check, send, SETTLE_S, clock_ms=lambda: int(time.time() * 1000))
         first = watcher.run_pass(now=0)
         assert (first.departed, first.requested) == (0, [])  # the first pass only looks
 

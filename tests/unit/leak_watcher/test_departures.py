@@ -90,7 +90,10 @@ def test_a_namespace_that_could_not_be_read_departs_nothing_and_holds_back_what_
     assert departures(before, after, 5) == []
     queue = SettleQueue(settle_s=0)
     queue.add(departures(before, reading_of([]), 5), now=0)
-    assert len(queue) == 3 and queue.drop_referenced(after) == 3  # unknown again: nothing may be requested
+    # unknown again: nothing may be requested, and nothing forgotten (its sightings carried over lack them)
+    assert len(queue) == 3 and queue.drop_referenced(after) == 0
+    assert queue.due(now=0, readable=after.knows) == [] and len(queue) == 3
+    assert sorted(r.ledger_id for r in queue.due(now=0, readable=reading_of([]).knows)) == [1, 2, 9]
 
 
 def test_a_deleted_topic_departs_every_kind_it_referenced() -> None:
@@ -145,3 +148,18 @@ def test_settle_hands_out_once_after_the_delay_and_forgets_what_is_referenced_ag
     assert queue.drop_referenced(relisted) == 1
     assert [r.ledger_id for r in queue.due(1120)] == [1]
     assert queue.due(5000) == [] and len(queue) == 0
+
+
+def test_a_departure_no_request_can_name_gets_none_and_the_others_theirs() -> None:
+    """A tenant's topic named with a control character, or a subscription name over the model's limit:
+    that departure is unrequestable (said, and the scan's), never an error that stops every pass."""
+    evil = "persistent://evil/ns/a\tb"
+    long_sub = "s" * 1100
+    before = reading_of([_topic([LedgerInfo(3)], topic=evil),
+                         _topic([LedgerInfo(1)], {long_sub: ManagedCursorInfo(56, Position(1, 0))}),
+                         _topic([LedgerInfo(7)], topic=OTHER)])
+    after = reading_of([_topic([], topic=evil), _topic([]), _topic([], topic=OTHER)])
+    found = departures(before, after, 5)
+    assert _requests(found) == {("LEDGER", 1, "MANAGED_LEDGER", None), ("LEDGER", 7, "MANAGED_LEDGER", None)}
+    refused = {d.ledger_id: d.unrequestable for d in found if not d.requests}
+    assert set(refused) == {3, 56} and all("no valid request can name it" in (why or "") for why in refused.values())

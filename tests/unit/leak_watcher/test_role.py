@@ -187,3 +187,26 @@ def test_a_stop_during_a_pass_keeps_the_last_passes_state_not_one_without_the_le
         successor = WatcherRole(store, Switch("b", True), check, broker.send, gauges, SETTLE_S, clock=clock)
         successor.tick()
         assert _sent(broker) == [1], sent
+
+
+def test_a_pass_whose_storage_check_fails_keeps_what_was_due_for_the_next(tmp_path: Path) -> None:
+    clock, broker, calls = Clock(), Broker(), []
+    with open_store(f"sqlite:///{tmp_path / 'm.db'}") as store:
+        w = _seed(store, [1, 2])
+        stored = still_stored(store, "/ledgers", "hierarchical", OffloaderSettings())
+
+        def flaky(request: PendingDeleteLedgerInfo) -> bool:
+            calls.append(request.ledger_id)
+            if len(calls) == 1:
+                raise OSError("the store hiccuped")
+            return stored(request)
+
+        gauges = DeletionMetrics(CollectorRegistry()).leak_watcher
+        role = WatcherRole(store, Switch("a", True), flaky, broker.send, gauges, SETTLE_S, clock=clock)
+        role.tick()
+        w.managed_ledger(TOPIC, [2])
+        role.tick()
+        clock.now += SETTLE_S
+        assert role.tick() is None  # the check failed: said, and nothing lost
+        role.tick()
+        assert _sent(broker) == [1]
