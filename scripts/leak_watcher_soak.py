@@ -45,6 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replicas", type=int, default=2, help="daemon replicas (default 2)")
     parser.add_argument("--topics", type=int, default=12, help="topics the brokers start with (default 12)")
     parser.add_argument("--keep", type=Path, default=None, help="run in DIR and keep its logs")
+    parser.add_argument("--min-life", type=float, default=45.0,
+                        help="seconds a copy stays referenced at least (default 45: two hand-overs in a row, each "
+                             "a session timeout and a pass, leave nobody watching for up to ~25 s; a copy born and "
+                             "gone inside such a window is the scan's)")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "test")  # moto_server takes any credentials
@@ -62,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
             config.write("ledgerDeletionLeakWatcherSettleSeconds = 2\nledgerDeletionLeakWatcherPassSeconds = 1\n")
         bucket = S3Bucket(s3.endpoint, f"leaks-{uuid.uuid4().hex[:8]}")
         boto3.client("s3", endpoint_url=s3.endpoint, region_name="us-east-1").create_bucket(Bucket=bucket.name)
-        scenario = LeakScenario(world, bucket, seed, replicas=args.replicas, topics=args.topics)
+        scenario = LeakScenario(world, bucket, seed, replicas=args.replicas, topics=args.topics,
+                                min_life_s=args.min_life)
         scenario.start()
         scenario.run(args.minutes * 60)
         result = scenario.judge(timeout_s=180)
