@@ -87,9 +87,10 @@ def part_of(request: PendingDeleteLedgerInfo) -> tuple[int, str] | None:
 def _listed(seen: TopicSightings, gone: set[int], parts_gone: set[tuple[int, str]], marked_at_ms: int,
             offload_fallback: OffloadLocation | None) -> list[Departure]:
     out = []
+    parts_left = {p for p in seen.parts if p in parts_gone}  # most topics name no part: mostly empty
     for ledger_id in seen.listed:
         ledger_gone = ledger_id in gone
-        its_parts_gone = {p for p in seen.parts if p[0] == ledger_id and p in parts_gone}
+        its_parts_gone = {p for p in parts_left if p[0] == ledger_id} if parts_left else parts_left
         if not ledger_gone and not its_parts_gone:
             continue
         try:
