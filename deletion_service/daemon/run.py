@@ -53,7 +53,7 @@ STOP_WAIT_S = 10.0
 LANE_STOP_WAIT_S = 15.0
 CLOSE_WAIT_S = 3.0
 #: … and a leak watcher pass under way, before its role is given up.
-WATCHER_STOP_WAIT_S = 3.0
+WATCHER_STOP_WAIT_S = 1.0
 
 
 class Daemon:
@@ -168,10 +168,15 @@ class Daemon:
         subscription.  Messages parked because the broker refused their publish or ack are not retried:
         unacked, they come back to the next run, which settles them; nothing is lost."""
         self.stop_event.set()
+        watcher_stop = None
+        if self.leak_watcher is not None:  # beside the batch's finish, not after it: the stop has one 20 s bound
+            watcher_stop = threading.Thread(target=self._stop_leak_watcher, args=(self.leak_watcher,),
+                                            name="leak-watcher-stop", daemon=True)
+            watcher_stop.start()
         if self._loop is not None:
             self._loop.finish(STOP_WAIT_S, LANE_STOP_WAIT_S)
-        if self.leak_watcher is not None:
-            self._stop_leak_watcher(self.leak_watcher)
+        if watcher_stop is not None:
+            watcher_stop.join(WATCHER_STOP_WAIT_S + 1.0)
         closing = threading.Thread(target=self.service.close, name="close", daemon=True)
         closing.start()  # a hung broker makes each close wait out its operation timeout: bounded here
         closing.join(CLOSE_WAIT_S)
