@@ -113,17 +113,8 @@ class TopicSightings:
     def ledger_ids(self) -> set[int]:
         return set(self.listed) | {o.ledger_id for o in self.owned}
 
-    def referenced_among(self, ledgers: set[int], parts: set[tuple[int, str]]) -> tuple[set[int], set[tuple[int, str]]]:
-        """Which of ``ledgers`` and ``parts`` this topic references."""
-        assert isinstance(self.listed, Listed)
-        found = ledgers.intersection(self.listed.ids) if ledgers else set()
-        for owned in self.owned:
-            if owned.ledger_id in ledgers:
-                found.add(owned.ledger_id)
-        return found, (parts & self.parts if parts and self.parts else set())
 
-
-def sightings_of(meta: TopicMetadata, stamp: Hashable = None) -> TopicSightings:
+def sightings_of(meta: TopicMetadata) -> TopicSightings:
     """What ``meta`` references.  Raises :class:`~deletion_service.protocol.references.UnreadableReference`
     when a reference cannot be read: the caller then keeps that topic's previous sightings, so nothing
     it referenced can look departed."""
@@ -138,7 +129,7 @@ def sightings_of(meta: TopicMetadata, stamp: Hashable = None) -> TopicSightings:
             else None,
             schema_id=ref.detail if component == LedgerComponent.SCHEMA_STORAGE else None))
     parts = frozenset((ref.ledger_id, ref.uuid) for ref in meta.offload_references())
-    return TopicSightings(meta.topic, listed, tuple(owned), parts or _NO_PARTS, stamp)
+    return TopicSightings(meta.topic, listed, tuple(owned), parts or _NO_PARTS)
 
 
 def topic_sightings(metas: Iterable[TopicMetadata], stamp: Hashable = None) -> TopicSightings:
@@ -181,8 +172,8 @@ class Reading:
         found_parts: set[tuple[int, str]] = set()
         if not ledgers and not parts:
             return found, found_parts
-        for seen in self.topics.values():  # inlined TopicSightings.referenced_among: this loop is per topic
-            ids = seen.listed.ids  # type: ignore[attr-defined]  # always a Listed
+        for seen in self.topics.values():
+            ids = seen.listed.ids  # type: ignore[attr-defined]  # always a Listed (TopicSightings.__post_init__)
             if ledgers and not ledgers.isdisjoint(ids):
                 found |= ledgers.intersection(ids)
             for owned in seen.owned:
