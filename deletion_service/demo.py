@@ -149,11 +149,9 @@ def _offload(base: Path, topic: str, ledger_id: int, msb: int, lsb: int, bookkee
 def mark(service: LedgerDeletionService, plan: DemoPlan, on_trim: Callable[[str, int], None] | None = None) -> None:
     """Phase one: trim every topic, then send the orphan, manual and garbled requests."""
     def send(requests: Sequence[PendingDeleteLedgerInfo]) -> list[str | BrokerError]:
-        answers = service.publisher.send_requests(requests)
-        for request, answer in zip(requests, answers, strict=True):
-            if isinstance(answer, str):  # only receipted requests reach the daemon, so only they are awaited
-                plan.sent_by_trim += 1
-                service.metrics.sent.labels(type=request.ledger_type.value).inc()
+        answers = service.send_pending_deletes(requests)
+        # only receipted requests reach the daemon, so only they are awaited
+        plan.sent_by_trim += sum(isinstance(answer, str) for answer in answers)
         return answers
 
     for topic in plan.topics:

@@ -17,7 +17,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from deletion_service.audit.writer import AuditWriter
@@ -228,6 +228,15 @@ class LedgerDeletionService:
         message_id = self.publisher.send_request(request)
         self.metrics.sent.labels(type=request.ledger_type.value).inc()
         return message_id
+
+    def send_pending_deletes(self, requests: Sequence[PendingDeleteLedgerInfo]) -> list[str | BrokerError]:
+        """Each request to its partition, pipelined; a message id or the error for each, in order.  Only
+        what the broker took is counted as sent."""
+        answers = self.publisher.send_requests(requests)
+        for request, answer in zip(requests, answers, strict=True):
+            if isinstance(answer, str):
+                self.metrics.sent.labels(type=request.ledger_type.value).inc()
+        return answers
 
     def pending(self, payload: DeleteLedgerPayload, reason: Reason = Reason.MANUAL) -> PendingDeleteLedgerInfo:
         return PendingDeleteLedgerInfo(**payload.model_dump(), marked_at=int(time.time() * 1000), reason=reason)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from deletion_service.broker.interface import BrokerError
 from deletion_service.leak_watcher.role import ROLE_PATH, WatcherRole, replica_name
 from deletion_service.leak_watcher.storage import still_stored
 from deletion_service.protocol.request import PendingDeleteLedgerInfo
@@ -27,11 +26,8 @@ def watcher_role(service: LedgerDeletionService) -> WatcherRole | None:
     root = cfg.bookkeeper_ledgers_root_path
 
     def send(requests: Sequence[PendingDeleteLedgerInfo]) -> list[PendingDeleteLedgerInfo]:
-        answers = service.publisher.send_requests(requests)
-        unsent = [r for r, answer in zip(requests, answers, strict=True) if isinstance(answer, BrokerError)]
-        for request, answer in zip(requests, answers, strict=True):
-            if not isinstance(answer, BrokerError):
-                service.metrics.sent.labels(type=request.ledger_type.value).inc()
+        answers = service.send_pending_deletes(requests)
+        unsent = [r for r, answer in zip(requests, answers, strict=True) if not isinstance(answer, str)]
         if unsent:
             _log.warning("leak watcher: the broker took %d of %d requests; the rest go again next pass",
                          len(requests) - len(unsent), len(requests))

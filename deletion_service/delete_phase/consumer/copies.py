@@ -23,7 +23,14 @@ import re
 from deletion_service.broker.interface import Outgoing, Received
 from deletion_service.broker.publisher import CopyPublisher
 from deletion_service.delete_phase.rules.decision import Kind
-from deletion_service.delete_phase.rules.hold_reason import HELD_FOR, HELD_SEAL, HELD_WHY, HoldSeal, of_decision
+from deletion_service.delete_phase.rules.hold_reason import (
+    HELD_FOR,
+    HELD_SEAL,
+    HELD_WHY,
+    HoldSeal,
+    label_of,
+    of_decision,
+)
 from deletion_service.protocol.topics import family
 
 RECONSUMETIMES = "RECONSUMETIMES"
@@ -132,7 +139,7 @@ def hand_back_to_retry(publisher: CopyPublisher, message: Received, remaining_s:
     """Hand a not-yet-due RETRY message back to RETRY with the delay it has left, its attempts unchanged
     (the worker's not-yet-due set is full; the broker keeps it instead of our memory).  Its hold label
     goes with it as it is: whoever reads it checks its seal."""
-    held = HoldSeal(None).carried(message.properties)
+    held = label_of(message.properties)
     props = {**_carried(message), **_origin(message), **held, DELAY_TIME: str(int(remaining_s * 1000))}
     return publisher.send_retry(message.data, props, remaining_s, source_topic=message.topic)
 

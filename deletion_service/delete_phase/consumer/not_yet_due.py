@@ -38,7 +38,9 @@ class NotYetDue:
         self.seal = seal or HoldSeal(None)
         self._heap: list[tuple[int, int, MessageInHand]] = []
         self._seq = itertools.count()
-        self._held: set[tuple[str, str]] = set()  # (topic, message id) of each held message
+        #: (topic, message id) of each held message -> the reason and words its label gives, read (and its
+        #: seal checked) once, when it is added: the gauge and ``status`` read them on every scrape
+        self._held: dict[tuple[str, str], tuple[HoldReason, str]] = {}
 
     def holds(self, message: Received) -> bool:
         """Whether this very message is held here already: a broker that restarts redelivers what
@@ -59,7 +61,7 @@ class NotYetDue:
         """The held requests by why they wait (the reason their RETRY copy carries), soonest due first."""
         found: dict[HoldReason, list[tuple[int, str]]] = {}
         for due, _, d in self._heap:
-            reason, why = self.seal.read(d.message.properties, d.message.data)
+            reason, why = self._held[_key(d)]
             found.setdefault(reason, []).append((due, why))
         out = []
         for reason, held in found.items():
@@ -71,7 +73,7 @@ class NotYetDue:
         """How many are held for each reason (every reason named, 0 included: the ``held`` gauge)."""
         counts = dict.fromkeys(HoldReason, 0)
         for _, _, d in self._heap:
-            counts[self.seal.read(d.message.properties, d.message.data)[0]] += 1
+            counts[self._held[_key(d)][0]] += 1
         return counts
 
     def overdue(self, before_ms: int) -> int:
@@ -80,13 +82,13 @@ class NotYetDue:
 
     def add(self, d: MessageInHand) -> None:
         heapq.heappush(self._heap, (d.due_ms, next(self._seq), d))
-        self._held.add(_key(d))
+        self._held[_key(d)] = self.seal.read(d.message.properties, d.message.data)
 
     def pop_due(self, now_ms: int, limit: int) -> list[MessageInHand]:
         out = []
         while self._heap and self._heap[0][0] <= now_ms and len(out) < limit:
             d = heapq.heappop(self._heap)[2]
-            self._held.discard(_key(d))
+            self._held.pop(_key(d), None)
             out.append(d)
         return out
 
@@ -97,7 +99,7 @@ class NotYetDue:
     def remove(self, d: MessageInHand) -> None:
         self._heap = [e for e in self._heap if e[2] is not d]
         heapq.heapify(self._heap)
-        self._held.discard(_key(d))
+        self._held.pop(_key(d), None)
 
 
 def _key(d: MessageInHand) -> tuple[str, str]:

@@ -46,6 +46,12 @@ def of_decision(kind: Kind, counts: bool) -> HoldReason:
     return HoldReason.RETRY_DELAY
 
 
+def label_of(properties: Mapping[str, str]) -> dict[str, str]:
+    """A copy's label as it is, for a copy handed back to RETRY with its body unchanged (so its seal,
+    if any, still holds; whoever reads it checks it)."""
+    return {k: properties[k] for k in (HELD_FOR, HELD_WHY, HELD_SEAL) if k in properties}
+
+
 class HoldSeal:
     """Seals the hold label this daemon writes on a RETRY copy, and reads back only sealed ones.
     ``secret`` None (no key could be had): nothing is sealed, every label reads ``unknown``."""
@@ -64,10 +70,6 @@ class HoldSeal:
         if self._secret is None:
             return {}
         return {HELD_FOR: reason.value, HELD_WHY: why, HELD_SEAL: self._mac(reason.value, why, body)}
-
-    def carried(self, properties: Mapping[str, str]) -> dict[str, str]:
-        """The label of a copy handed back to RETRY as it is (its body unchanged, so its seal holds)."""
-        return {k: properties[k] for k in (HELD_FOR, HELD_WHY, HELD_SEAL) if k in properties}
 
     def read(self, properties: Mapping[str, str], body: bytes) -> tuple[HoldReason, str]:
         """The reason and words a RETRY copy carries, if this tool sealed them for this body; else
