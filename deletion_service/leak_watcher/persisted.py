@@ -168,9 +168,14 @@ def replacing_unreadable(store: MetadataStore) -> Loaded:
     """Where to save after a kept state that could not be used: over its pointer, and a generation past
     every folder there, so the next save sweeps them all."""
     pointer = store.get(POINTER)
-    newest = max((int(p[1]) for name in store.children(ROOT)
-                  if len(p := name.split("-")) == 3 and p[0] == "state" and p[1].isdigit()), default=0)
+    newest = max((g for name in store.children(ROOT) if (g := _generation_of(name)) is not None), default=0)
     return Loaded(None, pointer.version if pointer is not None else ABSENT, newest)
+
+
+def _generation_of(name: str) -> int | None:
+    """The generation of a chunk folder's name (``state-<generation>-<token>``); None for any other node."""
+    parts = name.split("-")
+    return int(parts[1]) if len(parts) == 3 and parts[0] == "state" and parts[1].isdigit() else None
 
 
 def _forget_older(store: MetadataStore, generation: int) -> None:
@@ -182,8 +187,8 @@ def _forget_older(store: MetadataStore, generation: int) -> None:
     except MetadataStoreError:
         return
     for name in names:
-        parts = name.split("-")
-        if len(parts) == 3 and parts[0] == "state" and parts[1].isdigit() and int(parts[1]) < generation:
+        older = _generation_of(name)
+        if older is not None and older < generation:
             _forget(store, f"{ROOT}/{name}")
 
 
