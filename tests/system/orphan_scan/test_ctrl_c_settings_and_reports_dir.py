@@ -20,7 +20,7 @@ from deletion_service.orphans import reports_dir
 from deletion_service.orphans.progress import Stage, bar, describe
 from tests.support.cli_runner import run_cli
 from tests.support.harness import wait_until
-from tests.system.orphan_scan.test_enqueue_then_drain import _seed
+from tests.system.orphan_scan.test_scan_enqueue_drain import seed_references_dir
 
 
 def _group_gone(pgid: int) -> bool:
@@ -33,7 +33,7 @@ def _group_gone(pgid: int) -> bool:
 
 def test_ctrl_c_during_a_scan_is_one_line_exit_130_and_spark_gone(tmp_path: Path) -> None:
     data_dir = tmp_path / "d"
-    _seed(data_dir)
+    seed_references_dir(data_dir)
     proc = subprocess.Popen([sys.executable, "-m", "deletion_service.cli.main", "scan-orphans", "--spark-master",
                              "local[1]", "--data-dir", str(data_dir)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)

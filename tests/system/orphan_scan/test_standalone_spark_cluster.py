@@ -36,7 +36,7 @@ from metastore import open_store
 from tests.deploy.test_helm_scan_reports_and_spark import REPORTS_DIR, scan_args
 from tests.support.cli_runner import CliResult
 from tests.support.spark_cluster import SparkCluster
-from tests.system.orphan_scan.test_enqueue_then_drain import _seed
+from tests.system.orphan_scan.test_scan_enqueue_drain import seed_references_dir
 
 LOST_TOPIC = "persistent://t/ns/lost"
 MISSING = list(range(500, 500 + MISSING_LOGGED + 3))  # listed by a topic, absent from BookKeeper
@@ -53,7 +53,7 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkClu
 def _world(data_dir: Path) -> None:
     """The end-to-end world (4 orphans of three kinds, kept ledgers of every other sort) plus a
     topic whose ledgers are all gone from BookKeeper."""
-    _seed(data_dir)
+    seed_references_dir(data_dir)
     with open_store(f"sqlite:///{data_dir / 'metadata.db'}") as store:
         ClusterWriter(store).managed_ledger(LOST_TOPIC, MISSING)
 

@@ -1,4 +1,4 @@
-"""``scan-orphans --enqueue``'s requests, row by row (pure; the real-process run: test_every_orphan_kind_reclaimed)."""
+"""``scan-orphans --enqueue``'s requests, row by row (pure; the real-process run: test_scan_enqueue_drain)."""
 
 from __future__ import annotations
 
