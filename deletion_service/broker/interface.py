@@ -130,9 +130,10 @@ class BrokerClient(abc.ABC):
         return [producer.send_many(messages) for producer, messages in batches]
 
     def read_all(self, topic: str) -> list[Received]:
-        """Every message stored on ``topic`` now, oldest first, read without any subscription: nothing
-        is acked, nothing is held from other readers or consumers (a Pulsar Reader).  Messages that
-        arrive while reading are not waited for.  Not abstract: a client without readers says so."""
+        """Every message stored on ``topic`` now, oldest first and each once (a broker may deliver one
+        twice to a reader), read without any subscription: nothing is acked, nothing is held from
+        other readers or consumers (a Pulsar Reader).  Messages that arrive while reading are not
+        waited for.  Not abstract: a client without readers says so."""
         raise BrokerError(f"{type(self).__name__} cannot read {topic} without consuming it")
 
     def acknowledge(self, topic: str, subscription: str, message_ids: Sequence[str],

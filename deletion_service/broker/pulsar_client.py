@@ -222,32 +222,81 @@ def _properties(msg: pulsar.Message) -> dict[str, str]:
         return {}
 
 
-#: How long a reader waits for the next message it was told is available.
+#: How long a reader waits for the next message it was told is available.  A reader that waits longer
+#: is replaced by a fresh one that starts after the last message received, at most
+#: :data:`READ_RESUMES` times: pulsar-lite can stop dispatching to one reader while others read the
+#: topic (measured: "a stored message did not arrive" with two listings at once).
 READ_NEXT_MS = 5000
-#: How long a reader waits on a topic whose broker could not say whether anything is there
-#: (pulsar-lite cannot answer for a topic never written): enough for a stored message to arrive.
+READ_RESUMES = 2
+#: How long a reader looks for messages on a topic the broker says holds none (pulsar-lite answers
+#: "Topic has no messages", which the client reports as ``UnknownError``): a stored message is
+#: dispatched before that answer, so one arriving means the answer was about something else.
+EMPTY_PEEK_MS = 20
+#: … and then, having seen one, how long each further wait lasts until one times out.
 NEVER_WRITTEN_PROBE_MS = 200
 
 
-def _read_stored(reader: pulsar.Reader) -> list[Received]:
-    """Until the broker says nothing more is stored (``has_message_available``, which bounds the
-    read at the last message id it had when asked).  pulsar-lite raises on a never-written topic:
-    then a short probe decides, and an empty topic answers with a timeout."""
-    out: list[Received] = []
+def _id_key(message_id: Any) -> tuple[int, int, int, int]:
+    return message_id.ledger_id(), message_id.entry_id(), message_id.partition(), message_id.batch_index()
+
+
+class _StoredRead:
+    """What one read of a topic received so far: every message once, in the order first received.
+
+    Why once: pulsar-lite dispatches some messages twice to one reader while other readers read the
+    same topic (its dispatcher reads and then commits its read position without a lock, so two
+    dispatches of one subscription can send the same entries; measured: two listings of 3,000 parked
+    requests at once printed up to 3,139 rows).  A message id names one stored message, so a second
+    delivery of an id is dropped here, before any listing, count or requeue sees it."""
+
+    def __init__(self) -> None:
+        self.messages: list[Received] = []
+        self._seen: set[tuple[int, int, int, int]] = set()
+        self.last: Any = None  # the client's MessageId of the newest message received
+
+    def add(self, msg: pulsar.Message) -> None:
+        key = _id_key(msg.message_id())
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        self.messages.append(_received(msg))
+        if self.last is None or key > _id_key(self.last):
+            self.last = msg.message_id()
+
+
+def _read_stored(reader: pulsar.Reader, read: _StoredRead) -> bool:
+    """Until the broker says nothing more is stored (``has_message_available``, which bounds the read
+    at the last message id it had when asked): True, or False when a message it announced did not
+    arrive within :data:`READ_NEXT_MS` (the caller resumes with a fresh reader).  On pulsar-lite a
+    topic never written answers with an error (:func:`_read_unannounced`)."""
     try:
-        while reader.has_message_available():
-            out.append(_received(reader.read_next(READ_NEXT_MS)))
-        return out
-    except pulsar.Timeout as e:
-        raise BrokerError(f"a stored message did not arrive within {READ_NEXT_MS} ms") from e
-    except pulsar.PulsarException:
-        if out:
-            raise
+        available = reader.has_message_available()
+    except pulsar.UnknownError:
+        if read.messages:
+            raise  # a resumed reader on a topic already read from: that is no "never written"
+        _read_unannounced(reader, read)
+        return True
+    while available:
+        try:
+            read.add(reader.read_next(READ_NEXT_MS))
+        except pulsar.Timeout:
+            return False
+        available = reader.has_message_available()
+    return True
+
+
+def _read_unannounced(reader: pulsar.Reader, read: _StoredRead) -> None:
+    """A topic the broker says holds nothing: one short peek confirms it (an empty DLQ costs
+    :data:`EMPTY_PEEK_MS`, not a long probe: thousands of them are read per unscoped listing); a
+    message arriving anyway means the answer meant something else, and the read goes on until a
+    :data:`NEVER_WRITTEN_PROBE_MS` wait brings nothing."""
+    wait_ms = EMPTY_PEEK_MS
     while True:
         try:
-            out.append(_received(reader.read_next(NEVER_WRITTEN_PROBE_MS)))
+            read.add(reader.read_next(wait_ms))
         except pulsar.Timeout:
-            return out
+            return
+        wait_ms = NEVER_WRITTEN_PROBE_MS
 
 
 class _Consumer(Consumer):
@@ -416,18 +465,27 @@ class PulsarBrokerClient(BrokerClient):
         return results
 
     def read_all(self, topic: str) -> list[Received]:
-        """A Reader from the earliest message: its own non-durable cursor, so listing takes
-        nothing from the subscription's consumers and two listings see the same messages."""
-        try:
-            reader = self._client.create_reader(topic, pulsar.MessageId.earliest)
-        except pulsar.PulsarException as e:
-            raise self._error(f"cannot read {topic}", e) from e
-        try:
-            return _read_stored(reader)
-        except pulsar.PulsarException as e:
-            raise self._error(f"reading {topic} failed", e) from e
-        finally:
-            _close_quietly(reader, f"reader on {topic}")
+        """Readers from the earliest message: each its own non-durable cursor, so listing takes
+        nothing from the subscription's consumers and two listings see the same messages.  Each
+        message once (:class:`_StoredRead`); a reader that stalls is replaced, from where it stopped."""
+        read = _StoredRead()
+        for _ in range(READ_RESUMES + 1):
+            start = pulsar.MessageId.earliest if read.last is None else read.last
+            try:
+                reader = self._client.create_reader(topic, start)
+            except pulsar.PulsarException as e:
+                raise self._error(f"cannot read {topic}", e) from e
+            try:
+                if _read_stored(reader, read):
+                    return read.messages
+            except pulsar.PulsarException as e:
+                raise self._error(f"reading {topic} failed", e) from e
+            finally:
+                _close_quietly(reader, f"reader on {topic}")
+            _log.info("reading %s: a stored message did not arrive within %d ms after %d message(s); "
+                      "reading on with a fresh reader", topic, READ_NEXT_MS, len(read.messages))
+        raise BrokerError(f"reading {topic}: a stored message did not arrive within {READ_NEXT_MS} ms, "
+                          f"{READ_RESUMES + 1} readers in a row (is the broker overloaded?)")
 
     def acknowledge(self, topic: str, subscription: str, message_ids: Sequence[str],
                     likely_acked: Sequence[str] = ()) -> None:

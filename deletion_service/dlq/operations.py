@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from deletion_service.broker.interface import BrokerClient, Received, display_message_id
@@ -78,6 +79,8 @@ REQUEUED_BY_FILTER = frozenset({k.value for k in Kind if k not in STAYS_PARKED a
 #: The reason and last error as listed: a parked message's properties are anyone's, so bounded.
 MAX_REASON_CHARS = 200
 MAX_ERROR_CHARS = 2000
+#: DLQs one listing reads at once (:func:`snapshots`).
+READERS = 16
 
 
 @dataclass
@@ -178,6 +181,19 @@ def snapshot(broker: BrokerClient, topics: DeletionTopics, key: MarkerKey) -> Sn
     return sort_out(topics, broker.read_all(topics.dlq), key)
 
 
+def snapshots(broker: BrokerClient, scope: Sequence[DeletionTopics], key: MarkerKey) -> list[Snapshot]:
+    """:func:`snapshot` of every DLQ in ``scope``, in scope order, at most :data:`READERS` read at once.
+
+    Why at once: an unscoped listing reads every namespace's DLQ, most of them empty, and an empty
+    DLQ is a wait for messages that never come (short, but thousands of them one after another took
+    minutes).  Why bounded: each read holds a reader on the broker.  The first failure is the
+    listing's (the reads under way finish first; nothing is acted on)."""
+    if len(scope) <= 1:
+        return [snapshot(broker, t, key) for t in scope]
+    with ThreadPoolExecutor(max_workers=min(READERS, len(scope)), thread_name_prefix="dlq-read") as pool:
+        return list(pool.map(lambda t: snapshot(broker, t, key), scope))
+
+
 def sort_out(topics: DeletionTopics, stored: list[Received], key: MarkerKey) -> Snapshot:
     """Signed markers (and the ids they settle) apart, every other message parked: a message is hidden
     only when a marker this tool signed for this DLQ names it."""
@@ -203,7 +219,7 @@ def _entries(snaps: Iterable[Snapshot]) -> list[tuple[DlqEntry, Received, Snapsh
 def list_dlq(broker: BrokerClient, scope: Sequence[DeletionTopics], key: MarkerKey, limit: int | None = None,
              selection: Selection | None = None) -> list[DlqEntry]:
     """The parked requests of every DLQ in ``scope``, oldest first (only those ``selection`` names, when given)."""
-    entries = [e for e, _, _ in _entries(snapshot(broker, t, key) for t in scope)
+    entries = [e for e, _, _ in _entries(snapshots(broker, scope, key))
                if selection is None or selection.matches(e)]
     return entries if limit is None else entries[:limit]
 
@@ -231,11 +247,29 @@ def _settle(broker: BrokerClient, snap: Snapshot, key: MarkerKey, ids: list[str]
     broker.acknowledge(topics.dlq, topics.dlq_subscription, markers)
 
 
+@dataclass(frozen=True)
+class Settling:
+    """One parked request a purge or requeue is about to ack: what the audit trail records of it."""
+
+    entry: DlqEntry
+    message: Received
+    dlq: str  # the DLQ topic it leaves
+    sent_to: str | None = None  # requeue: the request topic it went back to
+    sent_as: str | None = None  # … and its message id there (L:E), which the daemon's record will name
+
+
+#: Records what a purge or requeue settles, before anything is acked; raising leaves it all parked.
+Recorder = Callable[[list[Settling]], None]
+
+
 def purge(broker: BrokerClient, scope: Sequence[DeletionTopics], key: MarkerKey, selection: Selection,
-          progress: Callable[[int], None] | None = None) -> list[DlqEntry]:
-    """Ack the selected requests; their ledgers stay where they are."""
-    snaps = [snapshot(broker, t, key) for t in scope]
+          progress: Callable[[int], None] | None = None, record: Recorder | None = None) -> list[DlqEntry]:
+    """Ack the selected requests; their ledgers stay where they are.  ``record`` is handed every one of
+    them before the first ack (a record may repeat when a purge is retried, never be missing)."""
+    snaps = snapshots(broker, scope, key)
     chosen = _select(snaps, selection)
+    if record is not None and chosen:
+        record([Settling(e, m, s.topics.dlq) for e, m, s in chosen])
     for snap in snaps:
         _settle(broker, snap, key, [e.message_id for e, _, s in chosen if s is snap], "purge")
     if progress:
@@ -253,12 +287,16 @@ class Requeued:
 
 
 def requeue(broker: BrokerClient, scope: Sequence[DeletionTopics], key: MarkerKey, publisher: RequestPublisher,
-            selection: Selection, progress: Callable[[int], None] | None = None) -> Requeued:
+            selection: Selection, progress: Callable[[int], None] | None = None,
+            record: Recorder | None = None) -> Requeued:
     """Republish the selected requests to the request topic of the DLQ each is parked in (its origin),
-    then ack them.  Undecodable ones stay parked; so do refusals retrying cannot change, unless named by id."""
-    snaps = [snapshot(broker, t, key) for t in scope]
+    then ack them.  Undecodable ones stay parked; so do refusals retrying cannot change, unless named by id.
+    ``record`` is handed the requests sent back after they are sent and before the first ack, as the
+    daemon records a deletion between doing it and acking its request."""
+    snaps = snapshots(broker, scope, key)
     out = Requeued()
     moved: dict[int, list[str]] = {id(s): [] for s in snaps}
+    sent: list[Settling] = []
     for e, message, snap in _select(snaps, selection):
         request = _request(message)
         if request is None:
@@ -267,11 +305,15 @@ def requeue(broker: BrokerClient, scope: Sequence[DeletionTopics], key: MarkerKe
         if not (selection.names(e) or e.requeued_by_filter):
             out.refused.append(e)
             continue
-        publisher.send_request_to(snap.topics, request)
+        destination = snap.topics.partition_for(request.ledger_id)
+        receipt = publisher.send_request_to(snap.topics, request)
+        sent.append(Settling(e, message, snap.topics.dlq, destination, display_message_id(receipt)))
         out.moved.append(e)
         moved[id(snap)].append(e.message_id)
         if progress:
             progress(len(out.moved))
+    if record is not None and sent:
+        record(sent)
     for snap in snaps:
         _settle(broker, snap, key, moved[id(snap)], "requeue")
     return out

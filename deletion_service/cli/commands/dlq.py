@@ -6,6 +6,8 @@
 Without ``--namespace`` each reads every DLQ a daemon serves (:mod:`deletion_service.protocol.scope`).
 A requeue sends a request back to the topic it was parked from, and never sends back by filter
 a refusal retrying cannot change (``cross-namespace``, ``invalid-request``, ``cannot-verify``).
+Each request a purge drops or a requeue sends back gets an audit record (who, which, when:
+:mod:`deletion_service.audit.operator_actions`) before it leaves the DLQ.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from deletion_service.audit import operator_actions
 from deletion_service.broker.publisher import RequestPublisher
 from deletion_service.cli import options, settings, ui
 from deletion_service.cli.command_environment import CommandEnvironment, open_environment
@@ -116,10 +119,12 @@ def requeue(ctx: typer.Context, ids: IdsArg = None, reason: ReasonOpt = None, ol
         key = _writer_key(env)
         publisher = RequestPublisher(env.broker, env.topics)
         try:
+            record = operator_actions.recorder(cfg, opts.data_dir, env.broker, operator_actions.REQUEUED)
             with ui.progress(not opts.json) as bar:
                 task = bar.add_task("requeueing", total=None)
-                done = _unknown_ids_are_errors(lambda: dlq_mod.requeue(
-                    env.broker, where, key, publisher, chosen, progress=lambda n: bar.update(task, completed=n)))
+                done = _recorded(lambda: _unknown_ids_are_errors(lambda: dlq_mod.requeue(
+                    env.broker, where, key, publisher, chosen, progress=lambda n: bar.update(task, completed=n),
+                    record=record)), "requeued")
         finally:
             publisher.close()
     moved, kept, refused = done.moved, done.undecodable, done.refused
@@ -157,7 +162,9 @@ def purge(ctx: typer.Context, ids: IdsArg = None, reason: ReasonOpt = None, olde
             raise typer.Abort()
         # exactly the requests just shown to the operator, by id
         exact = dlq_mod.Selection(frozenset(e.message_id for e in listed))
-        dropped = _unknown_ids_are_errors(lambda: dlq_mod.purge(env.broker, where, key, exact)) if listed else []
+        record = operator_actions.recorder(cfg, opts.data_dir, env.broker, operator_actions.PURGED)
+        dropped = _recorded(lambda: _unknown_ids_are_errors(lambda: dlq_mod.purge(
+            env.broker, where, key, exact, record=record)), "purged") if listed else []
     if opts.json:
         typer.echo(json.dumps({"purged": len(dropped), "messageIds": [e.message_id for e in dropped]}))
     else:
@@ -191,3 +198,13 @@ def _unknown_ids_are_errors(action: Callable[[], T]) -> T:
         return action()
     except dlq_mod.UnknownMessageIds as e:
         raise UserError(str(e)) from e
+
+
+def _recorded(action: Callable[[], T], what: str) -> T:
+    """A purge or requeue whose audit records cannot be written acks nothing: the operator is told why."""
+    try:
+        return action()
+    except operator_actions.NotRecorded as e:
+        sent = ("; the requests already sent back stay parked as well (the daemon takes a repeated request "
+                "as it takes any): requeue them again once the trail can be written") if what == "requeued" else ""
+        raise UserError(f"nothing left the DLQ: {e}{sent}") from e
