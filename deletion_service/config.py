@@ -77,6 +77,9 @@ class DeletionConfig(BaseModel):
     broker_client_authentication_parameters: str | None = None
     # Pulsar's client key: accept a broker certificate the trust file cannot verify (tests only)
     tls_allow_insecure_connection: bool = False
+    # the broker's Prometheus /metrics (http://host:port/metrics), where the backlog is read when there is no
+    # admin REST (--web-service-url): an external pulsar-lite's [metrics] addr; the embedded broker's is found
+    broker_metrics_url: str | None = None
     # tiered storage allow-list
     offload_allowed_drivers: list[str] = Field(default_factory=lambda: ["aws-s3", "S3", "aliyun-oss", "filesystem"])
     offload_allowed_buckets: list[str] = Field(default_factory=list)

@@ -1,32 +1,68 @@
-"""Estimated in-flight deletions: the backlog of ``ledger-deletion`` on every partition plus RETRY
-(of every namespace's topics too, in namespace scope).
+"""Requests in flight, and requests waiting that no consumer receives.
 
-PIP-186's "description API".  Two sources behind one interface: a real
-cluster's admin REST (``msgBacklog`` per subscription in topic stats) and the
-embedded broker's Prometheus ``/metrics`` (``pulsar_subscription_back_log``,
-refreshed every ~10 s, so it lags).
+**In flight** (one definition; ``inflight``, the admin route and the ``estimated_inflight`` gauge all
+compute it with :func:`read_in_flight`): the requests on the request partitions and RETRY of every set
+of deletion topics in scope that subscription ``ledger-deletion`` has not acknowledged, *as the broker
+counts them* — the sum of the subscription's backlog (PIP-186's "description API"; Pulsar's
+``msgBacklog``, pulsar-lite's ``pulsar_subscription_back_log``), read fresh from the broker.  Not
+what a daemon holds (``held``), not the DLQ (``dlq_size``).  pulsar-lite counts, besides the requests
+not yet acknowledged, those acknowledged after the oldest one that is not: while a daemon holds one
+request until it is due, every request settled after it still counts, until that one is settled.
+Its statistics are refreshed every ~10 s, so a reading lags by that much.
+
+**Waiting, received by no consumer** (:func:`undelivered`): see its docstring.
+
+Sources behind one interface: a real cluster's admin REST (``--web-service-url``), and a broker's
+Prometheus ``/metrics`` (``brokerMetricsUrl``; found by itself for the embedded broker).
 """
 
 from __future__ import annotations
 
 import abc
 import json
-import math
 import ssl
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from deletion_service.broker.authentication import OAUTH2, BrokerCredentials
-from deletion_service.broker.interface import BrokerClient, BrokerError
+from deletion_service.broker.interface import BrokerError
+from deletion_service.broker.subscription_stats import (
+    BACKLOG_METRIC,
+    StatsReading,
+    SubscriptionStats,
+    broker_time,
+    counted_topics,
+    parse_metrics,
+    parse_rest,
+)
 from deletion_service.errors import UserError
 from deletion_service.protocol.topics import DeletionTopics
 
-BACKLOG_METRIC = "pulsar_subscription_back_log"
+__all__ = ["BACKLOG_METRIC", "NO_SOURCE", "UNDELIVERED_AFTER_S", "UNDELIVERED_REMEDY", "AdminRestBacklog",
+           "BacklogSource", "InFlight", "MetricsBacklog", "NoBacklog", "Undelivered", "dlq_size", "estimated_inflight",
+           "parse_backlog_metrics", "read_in_flight", "undelivered"]
+
+#: Nothing delivered or acknowledged on a topic for this long (on the broker's clock), while requests on it
+#: are handed to a consumer and not acknowledged: they wait for a consumer that does not process them.
+#: Twice the ~15 s a broker's statistics may lag, so a reading taken just before a delivery never counts.
+UNDELIVERED_AFTER_S = 30.0
+
+#: What to do about requests a consumer was handed and does not process (the alerts runbook says more).
+UNDELIVERED_REMEDY = (
+    "unless a running daemon holds them ('ledger-deletion status' says what each holds), they were handed to a "
+    "consumer that is gone or frozen: a frozen daemon, or a killed one whose connection pulsar-lite keeps. On "
+    "pulsar-lite, restart the broker (an embedded daemon's 'run' does so at start): it hands them out again; on "
+    "Pulsar, end the frozen daemon, or unload the topic ('pulsar-admin topics unload TOPIC') so the broker "
+    "redelivers them. Nothing is lost: they stay stored, unacknowledged")
+
+#: What a broker that cannot be read, or was never configured, is told to do.
+NO_SOURCE = ("reading the backlog on a cluster needs --web-service-url (a Pulsar broker's admin REST) or "
+             "brokerMetricsUrl (a broker's Prometheus /metrics, e.g. pulsar-lite's)")
 
 
 class BacklogSource(abc.ABC):
@@ -37,13 +73,84 @@ class BacklogSource(abc.ABC):
     def backlog(self, topics: Iterable[str], subscription: str) -> dict[str, int]:
         """topic → messages not yet acknowledged by ``subscription`` (0 for a topic not created yet)."""
 
+    def stats(self, topics: Iterable[str], subscription: str) -> StatsReading:
+        """Every topic's stats in one reading; a source that knows only the backlog says only that."""
+        return StatsReading({t: SubscriptionStats(n) for t, n in self.backlog(topics, subscription).items()})
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """One reading of the requests in flight: per topic, and the broker's stats it came from."""
+
+    by_topic: dict[str, int]
+    reading: StatsReading
+    retries: frozenset[str] = frozenset()
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_topic.values())
+
+    @property
+    def unread(self) -> int:
+        """Of them, those on the request partitions (RETRY's wait for a delay on purpose)."""
+        return sum(n for t, n in self.by_topic.items() if t not in self.retries)
+
+
+def read_in_flight(source: BacklogSource, scope: Sequence[DeletionTopics]) -> InFlight:
+    """The requests in flight over every request partition and RETRY of every set of topics in ``scope``,
+    in one reading (see :mod:`deletion_service.protocol.scope` for what an unscoped reading covers)."""
+    if not scope:
+        return InFlight({}, StatsReading({}))
+    topics = [t for s in scope for t in s.consumed]
+    reading = source.stats(topics, scope[0].subscription)
+    return InFlight({t: reading.topics[t].backlog if t in reading.topics else 0 for t in topics}, reading,
+                    frozenset(s.retry for s in scope))
+
 
 def estimated_inflight(source: BacklogSource, scope: Sequence[DeletionTopics]) -> int:
-    """The backlog of every request partition and RETRY of every set of topics in ``scope``, in one
-    reading (see :mod:`deletion_service.protocol.scope` for what an unscoped reading covers)."""
-    if not scope:
-        return 0
-    return sum(source.backlog([t for s in scope for t in s.consumed], scope[0].subscription).values())
+    """PIP-186's figure: :func:`read_in_flight`'s total."""
+    return read_in_flight(source, scope).total
+
+
+@dataclass(frozen=True)
+class Undelivered:
+    """Requests handed to a consumer that does not process them, per topic, and how long each topic was quiet."""
+
+    by_topic: dict[str, int]
+    quiet_s: dict[str, float]
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_topic.values())
+
+
+def undelivered(reading: StatsReading, held_from: Collection[str] = (),
+                after_s: float = UNDELIVERED_AFTER_S) -> Undelivered:
+    """Requests waiting that no consumer receives: on each topic where the broker has handed requests
+    to a consumer that has not acknowledged them (``unacked`` > 0) and nothing was delivered to, or
+    acknowledged by, any consumer of the subscription for ``after_s`` on the broker's clock — the
+    unacknowledged requests, unless this process holds requests of that topic itself (``held_from``).
+
+    Why this rule: a consumer that works acknowledges what it was handed within seconds, or keeps
+    receiving; one that is gone or frozen does neither.  pulsar-lite keeps the consumers of a connection
+    that ended with a reset (a process frozen, then killed) and never hands what it dispatched to them to
+    anyone else; a frozen process holds its requests on any broker.  Either way the broker counts them
+    unacknowledged and its delivery and acknowledgement times stand still — whether or not requests of
+    other topics settle meanwhile, which is why ``LedgerDeletionStuck`` cannot see it.  A daemon that
+    holds requests until they are due (RETRY, ``held``) or through an outage (``on_hold``) also leaves a
+    topic quiet with requests unacknowledged: so a topic from which this process holds anything is not
+    judged here, and the alert asks every replica (``min``): a replica that holds them says 0.  The
+    broker's own clock measures the quiet (its stats' times against its answer's ``Date``), so a skewed
+    clock here changes nothing; a broker that does not give the times (or the unacknowledged count) is
+    never judged."""
+    by_topic: dict[str, int] = {}
+    quiet: dict[str, float] = {}
+    for topic, stats in reading.topics.items():
+        q = reading.quiet_s(topic)
+        if q is None or stats.unacked is None or stats.unacked <= 0 or q < after_s or topic in held_from:
+            continue
+        by_topic[topic], quiet[topic] = stats.unacked, q
+    return Undelivered(by_topic, quiet)
 
 
 def dlq_size(source: BacklogSource, scope: Sequence[DeletionTopics]) -> int:
@@ -54,14 +161,15 @@ def dlq_size(source: BacklogSource, scope: Sequence[DeletionTopics]) -> int:
 
 
 class NoBacklog(BacklogSource):
-    """A cluster without --web-service-url: the backlog cannot be read, and says why."""
+    """A cluster with neither --web-service-url nor brokerMetricsUrl: the backlog cannot be read, and says why."""
 
     def backlog(self, topics: Iterable[str], subscription: str) -> dict[str, int]:
-        raise BrokerError("reading the backlog on a cluster needs --web-service-url (the brokers' admin REST)")
+        raise BrokerError(NO_SOURCE)
 
 
 class MetricsBacklog(BacklogSource):
-    """The embedded broker's ``/metrics`` (labels: namespace, topic, partition, subscription)."""
+    """A broker's Prometheus ``/metrics`` (labels: namespace, topic, partition, subscription): the embedded
+    broker's, found in its ``broker.json``, or any at ``brokerMetricsUrl`` (an external pulsar-lite)."""
 
     staleness_s = 15.0  # refreshed every ~10 s, plus the time a scrape takes to be served
 
@@ -70,81 +178,34 @@ class MetricsBacklog(BacklogSource):
         self.timeout_s = timeout_s
 
     def backlog(self, topics: Iterable[str], subscription: str) -> dict[str, int]:
-        seen = parse_backlog_metrics(self._text(), subscription)
-        return {t: seen.get(t, 0) for t in topics}
+        reading = self.stats(topics, subscription)
+        return {t: s.backlog for t, s in reading.topics.items()}
 
-    def _text(self) -> str:
+    def stats(self, topics: Iterable[str], subscription: str) -> StatsReading:
+        text, now = self._text()
+        seen = parse_metrics(text, subscription)
+        return StatsReading({t: seen.get(t, SubscriptionStats()) for t in topics}, now)
+
+    def wait_counted(self, topics: Sequence[str], poll_s: float = 0.25) -> None:
+        """A broker just started says 0 for every topic until it refreshes its statistics after loading them
+        (~5-10 s): wait until it counts a subscription on every one of ``topics`` (the caller made sure ours
+        exists), for at most ``staleness_s``."""
+        deadline = time.monotonic() + self.staleness_s
+        while not set(topics) <= counted_topics(self._text()[0]) and time.monotonic() < deadline:
+            time.sleep(poll_s)
+
+    def _text(self) -> tuple[str, float | None]:
         try:
             with urllib.request.urlopen(self.metrics_url, timeout=self.timeout_s) as r:
-                return r.read().decode()
+                return r.read().decode(), broker_time(r.headers.get("Date"))
         except OSError as e:
             raise BrokerError(f"cannot read broker metrics at {self.metrics_url}: {e}") from e
 
 
 def parse_backlog_metrics(text: str, subscription: str) -> dict[str, int]:
-    """topic → backlog of ``subscription``, from a Prometheus text exposition.
-
-    Prometheus' own parser reads the text, so label escapes, ordering and
-    spacing are its business, not a regex's.  Only ``pulsar_subscription_back_log``
-    samples labelled with this subscription count; a sample whose value is not a
-    finite number (NaN, ±Inf) says nothing about a count and is skipped.  A
-    partition label of ``-1`` (or none) names a non-partitioned topic.  Text the
-    parser rejects is a ``BrokerError``: a count read from half a page would be
-    silently wrong.
-    """
-    out: dict[str, int] = {}
-    try:
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name != BACKLOG_METRIC or sample.labels.get("subscription") != subscription:
-                    continue
-                if not math.isfinite(sample.value):
-                    continue
-                name = _topic_name(sample.labels)
-                out[name] = out.get(name, 0) + int(sample.value)
-    except ValueError as e:
-        raise BrokerError(f"cannot parse broker metrics: {e}") from e
-    return out
-
-
-def _topic_name(labels: dict[str, str]) -> str:
-    """The full topic name Pulsar's metric labels spell in pieces (namespace, topic, partition)."""
-    name = f"persistent://{labels.get('namespace', '')}/{labels.get('topic', '')}"
-    partition = labels.get("partition", "")
-    if partition not in ("", "-1"):
-        name += f"-partition-{partition}"
-    return name
-
-
-class ReceivedBacklog(BacklogSource):
-    """Counts the backlog by receiving every unacked message through the subscription itself, then
-    closing without an ack (everything goes back to the subscription at once).
-
-    For the one case metrics cannot answer: an embedded broker this command just started, whose
-    ``/metrics`` say 0 until their first refresh (up to ~10 s, measured).  Safe only because
-    nobody else consumes then: a running daemon owns the broker, so a command that had to start
-    one knows no daemon runs.  Exact, where a refreshed metric is up to ~10 s old.  The count
-    ends when the broker has dispatched nothing more for ``quiet_s`` (``first_s`` for the first
-    message, while the consumer connects)."""
-
-    def __init__(self, broker: BrokerClient, first_s: float = 1.0, quiet_s: float = 0.3) -> None:
-        self.broker = broker
-        self.first_s = first_s
-        self.quiet_s = quiet_s
-
-    def backlog(self, topics: Iterable[str], subscription: str) -> dict[str, int]:
-        counts = {t: 0 for t in topics}
-        for topic in counts:
-            self.broker.ensure_subscription(topic, subscription)
-        consumer = self.broker.consumer(list(counts), subscription)
-        try:
-            wait = self.first_s
-            while (message := consumer.receive(wait)) is not None:
-                counts[message.topic] = counts.get(message.topic, 0) + 1
-                wait = self.quiet_s
-        finally:
-            consumer.close()
-        return counts
+    """topic → backlog of ``subscription``, from a Prometheus text exposition (see
+    :func:`deletion_service.broker.subscription_stats.parse_metrics`)."""
+    return {t: s.backlog for t, s in parse_metrics(text, subscription).items()}
 
 
 class AdminRestBacklog(BacklogSource):
@@ -180,9 +241,18 @@ class AdminRestBacklog(BacklogSource):
                     raise UserError(f"the TLS client certificate {cert} with key {key} cannot be loaded: {e}") from e
 
     def backlog(self, topics: Iterable[str], subscription: str) -> dict[str, int]:
-        return {t: self._one(t, subscription) for t in topics}
+        return {t: s.backlog for t, s in self.stats(topics, subscription).topics.items()}
 
-    def _one(self, topic: str, subscription: str) -> int:
+    def stats(self, topics: Iterable[str], subscription: str) -> StatsReading:
+        """One stats document per topic; the broker's clock is the latest answer's ``Date``."""
+        found: dict[str, SubscriptionStats] = {}
+        now: float | None = None
+        for topic in topics:
+            found[topic], answered = self._one(topic, subscription)
+            now = answered if answered is not None else now
+        return StatsReading(found, now)
+
+    def _one(self, topic: str, subscription: str) -> tuple[SubscriptionStats, float | None]:
         path = topic.removeprefix("persistent://")
         url = f"{self.base}/admin/v2/persistent/{urllib.parse.quote(path)}/stats"
         req = urllib.request.Request(url, headers={"Accept": "application/json"})
@@ -190,11 +260,11 @@ class AdminRestBacklog(BacklogSource):
             req.add_header("Authorization", f"Bearer {self.token}")
         try:
             with urllib.request.urlopen(req, timeout=self.timeout_s, context=self._ssl) as r:
-                stats = json.loads(r.read())
+                stats, now = json.loads(r.read()), broker_time(r.headers.get("Date"))
         except urllib.error.HTTPError as e:
             if e.code == 404:
-                return 0  # never written: nothing in flight there
+                return SubscriptionStats(), None  # never written: nothing in flight there
             raise BrokerError(f"admin REST {url} answered {e.code}") from e
         except OSError as e:
             raise BrokerError(f"cannot reach admin REST at {self.base}: {e}") from e
-        return int(stats.get("subscriptions", {}).get(subscription, {}).get("msgBacklog", 0))
+        return parse_rest(stats, subscription), now

@@ -151,6 +151,28 @@ class CursorHealthGauges(Collector):
         return [counts, sizes, budget]
 
 
+# ---- requests waiting that no consumer receives (set by the daemon's backlog gauges: daemon/gauges.py)
+
+class UndeliveredGauge(LateGauge):
+    """``undelivered``: requests a broker handed to a consumer that neither acknowledges them nor receives
+    anything more (``deletion_service.inflight.undelivered`` states the rule), as this replica last judged;
+    no sample before its first reading.  Keeps the last judgement's topics and how long each was quiet, for
+    ``/status``."""
+
+    DOC = ("Requests handed by the broker to a consumer of ledger-deletion that has neither acknowledged them nor "
+           "been delivered anything for 30 s or more (a consumer of a dead connection pulsar-lite keeps, or a "
+           "frozen replica); topics this replica holds requests of are not counted. Alert on min() over replicas")
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        super().__init__(f"{PREFIX}_undelivered", self.DOC, registry)
+        self.by_topic: Mapping[str, int] = {}
+        self.quiet_s: Mapping[str, float] = {}
+
+    def judged(self, by_topic: Mapping[str, int], quiet_s: Mapping[str, float]) -> None:
+        self.by_topic, self.quiet_s = dict(by_topic), dict(quiet_s)
+        self.set(sum(by_topic.values()))
+
+
 def namespace_of(topic: str) -> str:
     """``persistent://t/ns/x`` → ``t/ns`` (a path that names no topic: empty)."""
     parts = topic.partition("://")[2].split("/")
@@ -215,11 +237,14 @@ class DeletionMetrics:
             registry=r)
         self.dlq_size = LateGauge(f"{PREFIX}_dlq_size", "Messages waiting in the DLQ subscription", r)
         self.estimated_inflight = LateGauge(
-            f"{PREFIX}_estimated_inflight", "Backlog of the deletion partitions plus RETRY", r)
+            f"{PREFIX}_estimated_inflight", "Requests in flight: not yet acknowledged on the deletion partitions "
+            "plus RETRY, as the broker counts its backlog (what 'inflight' and the admin route say)", r)
         self.unread_requests = LateGauge(
             f"{PREFIX}_request_backlog", "Backlog of the deletion partitions alone: requests not yet settled that "
             "wait for no delay (RETRY's wait on purpose: see held and held_overdue). Topic-wide: every replica "
             "reports the same figure", r)
+
+        self.undelivered = UndeliveredGauge(r)
 
         self.undisposed = Gauge(
             f"{PREFIX}_undisposed", "Messages decided but not yet acked: their RETRY/DLQ publish or ack keeps "

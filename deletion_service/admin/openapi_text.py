@@ -74,10 +74,14 @@ METRICS: dict[str, Any] = {
 INFLIGHT: dict[str, Any] = {
     "tags": ["broker-stats"],
     "summary": "Estimated in-flight deletions (PIP-186)",
-    "description": "Requests sent but not yet consumed: the backlog of subscription `ledger-deletion` summed "
-                   "over every partition of the deletion topic and its RETRY topic. A bare JSON integer. "
-                   "From the brokers' admin REST (`msgBacklog`) on a cluster, from `/metrics` on the embedded "
-                   "broker (refreshed every ~10 s, so it lags).",
+    "description": "Requests in flight: the requests on every request partition and RETRY topic that "
+                   "subscription `ledger-deletion` has not acknowledged, as the broker counts its backlog, summed "
+                   "and read fresh from the broker — the figure `ledger-deletion inflight` and the "
+                   "`estimated_inflight` gauge give (one function computes all three). A bare JSON integer. From "
+                   "the brokers' admin REST (`msgBacklog`) with `--web-service-url`, else from a broker's "
+                   "`/metrics` (`pulsar_subscription_back_log`: `brokerMetricsUrl`, or the embedded broker's; "
+                   "pulsar-lite also counts requests acknowledged after the oldest one that is not, and refreshes "
+                   "every ~10 s, so it lags).",
     "responses": {200: {"description": "a bare JSON integer", "content": {"application/json": {
                       "schema": {"type": "integer", "minimum": 0}, "example": 42}}},
                   400: documented_answer("`namespace` is not TENANT/NAMESPACE"),

@@ -16,6 +16,7 @@ from fastapi import FastAPI
 
 from deletion_service import logs
 from deletion_service.admin.deps import AdminDeps
+from deletion_service.inflight import NO_SOURCE, UNDELIVERED_REMEDY, NoBacklog
 from deletion_service.leak_watcher.role import WatcherStatus
 
 STATUS_PATH = "/status"
@@ -54,7 +55,22 @@ def status(deps: AdminDeps) -> dict[str, Any]:
         "leakWatcher": _leak_watcher(deps.leak_watcher()),
         "dependencies": {name: why or "ok" for name, why in checks.items()},
         "recentProblems": logs.recent_problems(),
+        "undelivered": _undelivered(deps),
     }
+
+
+def _undelivered(deps: AdminDeps) -> dict[str, Any]:
+    """This replica's last judgement of requests waiting that no consumer receives (the ``undelivered`` gauge),
+    or why there is none."""
+    if isinstance(deps.backlog, NoBacklog) or deps.service is None:
+        return {"known": False, "why": NO_SOURCE}
+    gauge = deps.service.metrics.undelivered
+    if gauge.value is None:
+        return {"known": False, "why": "the broker's statistics were not read yet (or cannot be: see the log)"}
+    count = int(gauge.value)
+    return {"known": True, "count": count, "byTopic": dict(gauge.by_topic),
+            "quietSeconds": {t: round(q) for t, q in gauge.quiet_s.items()},
+            "remedy": UNDELIVERED_REMEDY if count else None}
 
 
 def _leak_watcher(state: WatcherStatus | None) -> dict[str, Any]:

@@ -96,12 +96,16 @@ def open_environment(opts: CommonOptions, config: DeletionConfig, own_broker: bo
 
 
 def _backlog_source(opts: CommonOptions, config: DeletionConfig, info: BrokerInfo | None) -> BacklogSource:
+    """Where the backlog is read: the admin REST when given, else the broker's ``/metrics`` (``brokerMetricsUrl``,
+    or the embedded broker's own); neither: every reading says which to give."""
     if opts.web_service_url:
         credentials = broker_credentials(config.broker_client_authentication_plugin,
                                          config.broker_client_authentication_parameters, config.broker_auth_token_file)
         return AdminRestBacklog(opts.web_service_url, None, credentials=credentials,
                                 trust_file=config.broker_tls_trust_certs_file,
                                 allow_insecure=config.tls_allow_insecure_connection)
+    if config.broker_metrics_url:
+        return MetricsBacklog(config.broker_metrics_url)
     if info is not None:
         return MetricsBacklog(info.metricsUrl)
     return NoBacklog()

@@ -20,6 +20,10 @@ The in-flight gauge has the same overcount there and no such cure (a request
 topic's acked messages cannot be told from the outside): it counts, besides
 the requests not yet settled, those settled behind one still held, until that
 one is settled; ``held{reason}`` says how many this process holds.
+
+The same reading gives ``undelivered``: requests a consumer was handed and neither acknowledges nor
+follows with anything (:func:`~deletion_service.inflight.undelivered` states the rule), judged
+without the topics this replica holds requests of (:func:`held_topics`).
 """
 
 from __future__ import annotations
@@ -30,9 +34,10 @@ from collections.abc import Callable
 from deletion_service.broker.interface import BrokerClient, BrokerError
 from deletion_service.cursor import health
 from deletion_service.cursor.ack_budget import PersistBudget
+from deletion_service.delete_phase.consumer.worker import DeletePhaseWorker
 from deletion_service.dlq.marker import MarkerKey
 from deletion_service.dlq.operations import list_dlq
-from deletion_service.inflight import BacklogSource, MetricsBacklog
+from deletion_service.inflight import BacklogSource, MetricsBacklog, read_in_flight, undelivered
 from deletion_service.metrics import CursorHealthGauges, DeletionMetrics, namespace_of
 from deletion_service.protocol.topics import DeletionTopics
 from deletion_service.service import LedgerDeletionService
@@ -50,14 +55,30 @@ def parked_in_dlq(broker: BrokerClient, store: MetadataStore) -> ParkedCount:
     return lambda scope: len(list_dlq(broker, scope, MarkerKey.read(store)))
 
 
+#: The topics this process holds requests of (None: every topic, e.g. requests held through an outage).
+HeldFrom = Callable[[], "set[str] | None"]
+
+
+def held_topics(worker: DeletePhaseWorker | None) -> set[str] | None:
+    """The topics this worker holds unacknowledged requests of: held until due, waiting for the broker to
+    take their disposition; None (every topic) while it holds requests through a dependency outage or has
+    not started (it cannot say what it will receive)."""
+    if worker is None or worker.in_hand().paused:
+        return None
+    held = [*worker.intake.not_yet_due, *worker.disposer.awaiting_next_try]
+    return {d.message.topic for d in held}
+
+
 class BacklogGauges:
-    """Sets ``estimated_inflight`` and ``dlq_size`` from one reading each over every topic set served."""
+    """Sets ``estimated_inflight``, ``request_backlog``, ``undelivered`` and ``dlq_size`` from one reading each
+    over every topic set served."""
 
     def __init__(self, metrics: DeletionMetrics, backlog: BacklogSource, served: Callable[[], list[DeletionTopics]],
                  subscriptions: DeletionTopics, refresh_s: float, clock: Callable[[], float],
-                 started_at: float, parked: ParkedCount | None = None) -> None:
+                 started_at: float, parked: ParkedCount | None = None, held_from: HeldFrom = lambda: set()) -> None:
         self.metrics, self.backlog, self._served, self._subscriptions = metrics, backlog, served, subscriptions
         self._parked = parked  # the DLQ's count where the broker's backlog would count acked messages
+        self._held_from = held_from
         self.refresh_s, self._clock, self._started_at = refresh_s, clock, started_at
         self._last_refresh = 0.0
         self._warned = False
@@ -76,13 +97,14 @@ class BacklogGauges:
         if self._clock() - self._started_at < self.backlog.staleness_s:
             return
         try:
-            served, subs = self._served(), self._subscriptions
+            served = self._served()
             # one reading each for every namespace served (a broker's statistics are one page)
-            consumed = [c for t in served for c in t.consumed]
-            per_topic = self.backlog.backlog(consumed, subs.subscription)
-            self.metrics.estimated_inflight.set(sum(per_topic.values()))
-            retries = {t.retry for t in served}  # their requests wait on purpose: held{reason} says so
-            self.metrics.unread_requests.set(sum(n for topic, n in per_topic.items() if topic not in retries))
+            in_flight = read_in_flight(self.backlog, served)
+            self.metrics.estimated_inflight.set(in_flight.total)
+            self.metrics.unread_requests.set(in_flight.unread)  # RETRY's wait on purpose: held{reason} says so
+            held = self._held_from()
+            waiting = undelivered(in_flight.reading, held if held is not None else in_flight.by_topic.keys())
+            self.metrics.undelivered.judged(waiting.by_topic, waiting.quiet_s)
             self.metrics.dlq_size.set(self._dlq_size(served))
             self._read = True
         except BrokerError as e:

@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from deletion_service.daemon.gauges import BacklogGauges, CursorHealthWatch, parked_in_dlq
+from deletion_service.daemon.gauges import BacklogGauges, CursorHealthWatch, held_topics, parked_in_dlq
 from deletion_service.daemon.idle import QUIET_S, IdleCheck, IdleState
 from deletion_service.daemon.leak_watch import watcher_role
 from deletion_service.daemon.loop import BatchLoop
@@ -84,7 +84,8 @@ class Daemon:
         self.discovery = NamespaceDiscovery(service, namespaces, clock)
         self.drain_cluster_topics = drain_cluster_topics
         self.gauges = BacklogGauges(service.metrics, backlog, self._served, service.topics, metrics_refresh_s,
-                                    clock, self.started_at, parked_in_dlq(service.broker, service.store))
+                                    clock, self.started_at, parked_in_dlq(service.broker, service.store),
+                                    lambda: held_topics(self.worker))
         self.idle = IdleCheck(backlog, self._consumed, service.topics.subscription, clock, self.started_at)
         self.chores = [Periodic("backlog-gauges", self.gauges.refresh_if_due, 1.0, self.stop_event)]
         if (every := service.config.ledger_deletion_cursor_health_refresh_seconds) > 0:

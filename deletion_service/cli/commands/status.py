@@ -52,6 +52,7 @@ def status(
     if in_hand.get("heldBy"):
         console.print(_held_table(in_hand["heldBy"]))
     console.print(_watcher_line(answer.get("leakWatcher") or {}))
+    console.print(undelivered_line(answer.get("undelivered") or {}), soft_wrap=True)
     deps = Table(title="dependencies")
     deps.add_column("dependency")
     deps.add_column("state")
@@ -68,6 +69,19 @@ def status(
     for p in problems[-10:]:
         recent.add_row(p["ts"], p["level"], p["msg"])
     console.print(recent)
+
+
+def undelivered_line(state: dict[str, Any]) -> str:
+    """Requests the broker handed to a consumer that does not process them, in words, with what to do."""
+    if not state.get("known"):
+        return f"undelivered requests: unknown ({state.get('why', 'not reported')})"
+    count = state.get("count", 0)
+    if not count:
+        return "undelivered requests: none (every request handed to a consumer is being processed)"
+    quiet = max((state.get("quietSeconds") or {}).values(), default=0)
+    topics = ", ".join(sorted(state.get("byTopic") or {}))
+    return (f"[red]STRANDED: {count} request(s) handed to a consumer that has neither acknowledged them nor been "
+            f"delivered anything for {quiet} s[/] ({topics}): {state.get('remedy')}")
 
 
 def _watcher_line(watcher: dict[str, Any]) -> str:
