@@ -28,6 +28,7 @@ from metastore.formats import (
     ledger_path,
     managed_ledger_name,
     managed_ledger_path,
+    pulsar_cursor_name,
     schema_id,
     schema_path,
 )
@@ -53,11 +54,14 @@ LAYOUT_TEXT = {
 
 
 def pulsar_custom_metadata(topic: str, cursor: str | None = None) -> dict[str, str]:
-    """What a broker stamps on a data ledger of ``topic`` (with ``cursor``: on that cursor's ledger)."""
+    """What a broker stamps on a data ledger of ``topic`` (with ``cursor``, a subscription: on the
+    ledger of that subscription's cursor).  The stamp is the cursor's name, the subscription
+    URL-encoded (:func:`~metastore.formats.pulsar_cursor_name`), as upstream's ``ManagedCursorImpl``
+    stamps it: subscription ``a b`` is ``pulsar/cursor=a+b``, and ``a+b`` is ``a%2Bb``."""
     meta = {APPLICATION_KEY: APPLICATION_PULSAR, COMPONENT_KEY: COMPONENT_MANAGED_LEDGER,
             MANAGED_LEDGER_KEY: managed_ledger_name(topic)}
     if cursor is not None:
-        meta[CURSOR_KEY] = cursor
+        meta[CURSOR_KEY] = pulsar_cursor_name(cursor)
     return meta
 
 
@@ -73,7 +77,10 @@ def compacted_custom_metadata(topic: str) -> dict[str, str]:
 
 
 def bucket_custom_metadata(topic: str, cursor: str) -> dict[str, str]:
-    """What a delayed-delivery tracker stamps on a bucket snapshot ledger of ``cursor`` (PIP-195)."""
+    """What a delayed-delivery tracker stamps on a bucket snapshot ledger of the subscription
+    ``cursor`` (PIP-195).  Unlike a cursor ledger's stamp, this one is the subscription itself:
+    upstream's ``ImmutableBucket.asyncSaveBucketSnapshot`` hands the snapshot storage
+    ``Codec.decode(cursor.getName())`` (``pulsar-broker/.../delayed/bucket/ImmutableBucket.java``)."""
     return {APPLICATION_KEY: APPLICATION_PULSAR, COMPONENT_KEY: COMPONENT_DELAYED_INDEX_BUCKET,
             MANAGED_LEDGER_KEY: managed_ledger_name(topic), CURSOR_KEY: cursor}
 
@@ -123,6 +130,7 @@ class ClusterWriter:
 
     def cursor(self, topic: str, name: str, mark_delete: Position, cursors_ledger_id: int = -1,
                properties: dict[str, int] | None = None, cursor_properties: dict[str, str] | None = None) -> str:
+        """The cursor node of subscription ``name``, under its cursor's (encoded) name."""
         info = ManagedCursorInfo(cursors_ledger_id, mark_delete, properties=dict(properties or {}),
                                  cursor_properties=dict(cursor_properties or {}), last_active=int(time.time() * 1000))
         path = cursor_path(topic, name)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 
 from deletion_service.protocol.references import ReferenceKind, TopicMetadata
 from deletion_service.protocol.request import LedgerComponent
-from metastore.formats import LedgerInfo
+from metastore.formats import LedgerInfo, subscription_name
 
 #: The request component of each kind of reference other than a listed ledger.
 COMPONENTS: Mapping[ReferenceKind, LedgerComponent] = {
@@ -125,11 +125,25 @@ def sightings_of(meta: TopicMetadata) -> TopicSightings:
         component = COMPONENTS[ref.kind]
         owned.append(OwnedLedger(
             ref.ledger_id, component,
-            cursor=ref.detail if component in (LedgerComponent.MANAGED_CURSOR, LedgerComponent.DELAYED_INDEX_BUCKET)
-            else None,
+            cursor=_cursor_as_stamped(component, ref.detail),
             schema_id=ref.detail if component == LedgerComponent.SCHEMA_STORAGE else None))
     parts = frozenset((ref.ledger_id, ref.uuid) for ref in meta.offload_references())
     return TopicSightings(meta.topic, listed, tuple(owned), parts or _NO_PARTS)
+
+
+def _cursor_as_stamped(component: LedgerComponent, cursor: str | None) -> str | None:
+    """The cursor as the ledger's own ``pulsar/cursor`` names it, which a request must repeat: a cursor
+    ledger carries the cursor's name (the model's: the subscription URL-encoded), a bucket snapshot the
+    subscription itself (upstream hands its bucket storage the decoded name)."""
+    if cursor is None:
+        return None
+    match component:
+        case LedgerComponent.MANAGED_CURSOR:
+            return cursor
+        case LedgerComponent.DELAYED_INDEX_BUCKET:
+            return subscription_name(cursor)
+        case _:
+            return None
 
 
 def topic_sightings(metas: Iterable[TopicMetadata], stamp: Hashable = None) -> TopicSightings:

@@ -33,7 +33,6 @@ from metastore.formats.pulsar_paths import (
     MANAGED_LEDGERS_ROOT,
     SCHEMAS_ROOT,
     topic_from_managed_ledger_name,
-    url_decode,
 )
 from metastore.interface import MetadataStore, MetadataStoreError, MetadataStoreUnavailable, Node
 
@@ -120,8 +119,8 @@ class ManagedLedgerNodes:
         """The topic's metadata (``topic``: :attr:`topic`, when the caller has it already).
         Raises :class:`UnreadableMetadata`."""
         info = _decoded(self.path, self.node, decode_managed_ledger_references, "managed-ledger")
-        cursors = {_cursor_name(name): _decoded(f"{self.path}/{name}", node, decode_cursor, "cursor")
-                   for name, node in self.cursors}
+        # keyed by node name: the cursor's name as Pulsar writes it and stamps its ledgers (pulsar_cursor_name)
+        cursors = {name: _decoded(f"{self.path}/{name}", node, decode_cursor, "cursor") for name, node in self.cursors}
         return TopicMetadata(self.topic if topic is None else topic, info, cursors)
 
 
@@ -281,13 +280,6 @@ def _decoded(path: str, node: Node, decode: Callable[[bytes], Any], what: str) -
         return decode(node.data)
     except Exception as e:  # noqa: BLE001 - any decoder surprise on stored bytes
         raise UnreadableMetadata(f"cannot decode the {what} node at {path}: {type(e).__name__}: {e}") from e
-
-
-def _cursor_name(node_name: str) -> str:
-    try:
-        return url_decode(node_name)
-    except ValueError:
-        return node_name  # not Pulsar's encoding: the node's own name is the best we know
 
 
 def _topic(name: str) -> str:

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
 
-from metastore.formats import LedgerMetadata, ManagedCursorInfo, ManagedLedgerInfo, SchemaLocator
+from metastore.formats import LedgerMetadata, ManagedCursorInfo, ManagedLedgerInfo, SchemaLocator, subscription_name
 from metastore.formats.custom_metadata import (
     APPLICATION_KEY,
     APPLICATION_PULSAR,
@@ -110,7 +110,7 @@ class Reference:
     ledger_id: int
     kind: ReferenceKind
     topic: str  # persistent://tenant/ns/local
-    detail: str | None = None  # the cursor's name, the schema id, the bucket's key
+    detail: str | None = None  # a key of ``TopicMetadata.cursors`` (cursor, delayed-bucket), the schema id
     offloaded: bool = False  # kind ledger: a complete offload context
     bookkeeper_deleted: bool = False  # … whose BookKeeper copy Pulsar already deleted
 
@@ -120,7 +120,7 @@ class Reference:
             case ReferenceKind.LEDGER:
                 return f"listed in the managed ledger of {self.topic}" + (" (offloaded)" if self.offloaded else "")
             case ReferenceKind.CURSOR:
-                return f"cursor ledger of subscription {self.detail!r} of {self.topic}"
+                return f"cursor ledger of subscription {subscription_name(self.detail or '')!r} of {self.topic}"
             case ReferenceKind.SCHEMA:
                 return f"schema ledger of {self.detail}"
             case ReferenceKind.COMPACTED:
@@ -148,7 +148,9 @@ class TopicMetadata:
 
     topic: str
     managed_ledger: ManagedLedgerInfo | None = None
-    cursors: Mapping[str, ManagedCursorInfo] = field(default_factory=dict)  # decoded cursor names
+    #: by the cursor's name as Pulsar writes it: its node's name, which a cursor ledger's ``pulsar/cursor``
+    #: repeats (the subscription URL-encoded: ``metastore.formats.pulsar_cursor_name``), never decoded
+    cursors: Mapping[str, ManagedCursorInfo] = field(default_factory=dict)
     schema: SchemaLocator | None = None
     schema_id: str | None = None
 

@@ -49,8 +49,10 @@ from .pulsar_paths import (
     namespace_ownership_prefix,
     parse_namespace,
     parse_topic,
+    pulsar_cursor_name,
     schema_id,
     schema_path,
+    subscription_name,
     topic_from_managed_ledger_name,
     topic_from_managed_ledger_path,
 )
@@ -92,10 +94,12 @@ __all__ = [
     "check_entity",
     "parse_namespace",
     "parse_topic",
+    "pulsar_cursor_name",
     "read_layout",
     "is_utf8_text",
     "schema_id",
     "schema_path",
+    "subscription_name",
     "topic_from_managed_ledger_name",
     "topic_from_managed_ledger_path",
 ]

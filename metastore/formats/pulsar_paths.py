@@ -6,8 +6,8 @@ with Java's ``URLEncoder`` (UTF-8, space -> ``+``, only ``A-Za-z0-9.-*_`` kept).
 That name appears in two places we must match byte for byte: the node path
 ``/managed-ledgers/<name>`` and BookKeeper custom metadata
 ``pulsar/managed-ledger=<name>`` -- a different encoding would make a live
-ledger look orphaned.  Cursor node names are the subscription, URL-encoded the
-same way (``Codec.encode``); schema ids use the partitioned topic's base name.
+ledger look orphaned.  A cursor's name is its subscription URL-encoded the same
+way (:func:`pulsar_cursor_name`); schema ids use the partitioned topic's base name.
 
 Only V2 names (``persistent://tenant/ns/local``) are supported; V1 names with
 a cluster segment are refused rather than mapped by guesswork.
@@ -56,6 +56,36 @@ def url_encode(text: str) -> str:
         else:
             out.append(f"%{byte:02X}")
     return "".join(out)
+
+
+def pulsar_cursor_name(subscription: str) -> str:
+    """The name Pulsar gives the cursor of ``subscription``: ``Codec.encode(subscription)``, i.e.
+    ``URLEncoder.encode(subscription, UTF_8)`` (space -> ``+``, ``+`` -> ``%2B``, ``/`` -> ``%2F``,
+    ``%`` -> ``%25``, ``~`` -> ``%7E``, non-ASCII as percent-encoded UTF-8; ``A-Za-z0-9.-*_`` kept).
+
+    Upstream, ``PersistentTopic`` opens a subscription's cursor with
+    ``ledger.asyncOpenCursor(Codec.encode(subscriptionName), ...)``
+    (``pulsar-broker/.../service/persistent/PersistentTopic.java``; ``Codec`` is
+    ``pulsar-common/.../common/util/Codec.java``), and from then on that encoded string *is* the
+    cursor's name in the managed-ledger layer: ``MetaStoreImpl`` stores the cursor at
+    ``/managed-ledgers/<managed-ledger name>/<cursor name>``
+    (``managed-ledger/.../mledger/impl/MetaStoreImpl.java``), and ``ManagedCursorImpl`` creates each
+    of its cursor ledgers with ``LedgerMetadataUtils.buildAdditionalMetadataForCursor(name)``, which
+    stamps ``pulsar/cursor`` = that name (``managed-ledger/.../mledger/impl/ManagedCursorImpl.java``,
+    ``LedgerMetadataUtils.java``).  The cursor's info protobuf holds no name.  So the node name and
+    the stamp are the same string, and every reader compares them as they are, never decoded: two
+    subscriptions such as ``a b`` and ``a+b`` are the cursors ``a+b`` and ``a%2Bb``.
+    """
+    return url_encode(subscription)
+
+
+def subscription_name(cursor: str) -> str:
+    """The subscription a cursor named ``cursor`` belongs to (``Codec.decode``), for people to read;
+    the cursor's own name when it is not in Pulsar's encoding (names are compared encoded)."""
+    try:
+        return url_decode(cursor)
+    except ValueError:
+        return cursor
 
 
 def url_decode(text: str) -> str:
@@ -172,10 +202,11 @@ def managed_ledger_path(topic: TopicName | str) -> str:
 
 
 def cursor_path(topic: TopicName | str, subscription: str) -> str:
-    """The cursor node: child of the managed-ledger node, named by the encoded subscription."""
+    """The cursor node of ``subscription``: child of the managed-ledger node, named by the cursor's
+    name (:func:`pulsar_cursor_name`)."""
     if not subscription:
         raise ValueError("empty subscription name")
-    return f"{managed_ledger_path(topic)}/{url_encode(subscription)}"
+    return f"{managed_ledger_path(topic)}/{pulsar_cursor_name(subscription)}"
 
 
 def schema_id(topic: TopicName | str) -> str:

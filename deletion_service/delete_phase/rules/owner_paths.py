@@ -3,7 +3,7 @@
 The gatherer reads, for every request, the nodes that may still reference its
 ledger: the claimed topic's, and the ones BookKeeper's metadata names (a
 managed-ledger name, a schema id, a compacted topic).  These turn those names
-into node paths, and node names back into the names the reference model uses.
+into node paths, and a node path back into its topic.
 
 Memoized: a batch names a few topics many times over, and parsing a topic name
 was a fifth of a request's CPU.  Pure functions of their text, so a cache is safe.
@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 
 from metastore.formats import managed_ledger_path, schema_path, topic_from_managed_ledger_name
-from metastore.formats.pulsar_paths import url_decode
 
 
 @functools.lru_cache(maxsize=16_384)
@@ -48,10 +47,3 @@ def topic_of_path(path: str) -> str:
     except ValueError:
         return path
 
-
-def cursor_name(node_name: str) -> str:
-    """A cursor's name from its node's name (Pulsar URL-encodes it)."""
-    try:
-        return url_decode(node_name)
-    except ValueError:
-        return node_name  # not Pulsar's encoding: the node's own name is the best we know

@@ -23,6 +23,11 @@ ledger named by ``pulsar/managed-ledger``, the schema named by
 names an unrelated topic can never make a live ledger look unreferenced.  For
 an offloaded copy, the index object proves the owner, and verification
 requires it to be the request's own managed ledger.
+
+A cursor is known by its name as Pulsar writes it — its node's name, the subscription URL-encoded
+(:func:`metastore.formats.pulsar_cursor_name`) — and a cursor ledger's ``pulsar/cursor`` is that
+same string, so the proof that a young cursor ledger was superseded reads the cursor the ledger's
+own stamp names, compared as written, never decoded (``a b`` and ``a+b`` are two cursors).
 """
 
 from __future__ import annotations
@@ -41,7 +46,6 @@ from tenacity import Retrying
 from deletion_service.delete_phase.offload.pool import in_parallel
 from deletion_service.delete_phase.rules.facts import BookKeeperFact, Facts, OffloadFact
 from deletion_service.delete_phase.rules.owner_paths import (
-    cursor_name,
     managed_ledger_path_of_name,
     managed_ledger_path_of_topic,
     schema_path_of_id,
@@ -427,7 +431,8 @@ def _managed_ledger_owner(path: str, ml: Node | None, cursors: dict[str, Node | 
     topic = topic_of_path(path)
     try:
         ml_info = decode_managed_ledger(ml.data) if ml is not None else None
-        cursor_infos = {cursor_name(name): decode_cursor(n.data) for name, n in cursors.items() if n is not None}
+        # keyed by node name: the cursor's name, which ``pulsar/cursor`` repeats (never decoded, see pulsar_cursor_name)
+        cursor_infos = {name: decode_cursor(n.data) for name, n in cursors.items() if n is not None}
     except Exception as e:  # noqa: BLE001 - FormatError, or any decoder surprise on stored bytes
         # Without every reference we cannot prove a ledger unused: never guess.
         return _Owner(TopicMetadata(topic), True, unverifiable=f"metadata at {path} unreadable: {e}")

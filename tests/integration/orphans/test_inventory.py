@@ -234,7 +234,8 @@ def rows(df) -> list[tuple]:  # noqa: ANN001
 def _meta(topic: str, cursor: str | None = None) -> tuple:
     """(application, component, managedLedger, cursor, schemaId, compactedTopic, customMetadata)."""
     custom = pulsar_custom_metadata(topic, cursor)
-    return ("pulsar", "managed-ledger", managed_ledger_name(topic), cursor, None, None, tuple(sorted(custom.items())))
+    stamp = None if cursor is None else cursor.replace(" ", "+")  # the cursor's name: its subscription URL-encoded
+    return ("pulsar", "managed-ledger", managed_ledger_name(topic), stamp, None, None, tuple(sorted(custom.items())))
 
 
 @pytest.mark.slow
@@ -303,7 +304,7 @@ def test_references_cover_every_kind(seeded: Seeded) -> None:
         (13, "ledger", T1, None, False, False),
         (14, "ledger", T1, None, True, False),
         (15, "ledger", T1, None, True, False),
-        (20, "cursor", T1, "sub one", False, False),
+        (20, "cursor", T1, "sub+one", False, False),  # cursor "sub+one": subscription "sub one"
         (21, "compacted", T1, None, False, False),
         (22, "schema", T1, "tenant-a/ns1/orders", False, False),
         (30, "ledger", T2, None, True, False),
