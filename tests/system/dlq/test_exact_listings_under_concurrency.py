@@ -131,7 +131,7 @@ def test_listings_the_gauge_and_a_requeue_at_once_each_see_every_parked_request_
         assert sorted(e["messageId"] for e in final) == sorted(set(ids) - gone)
         read = _gauge_until(port, len(final), 120)
         assert read[-1] == len(final), \
-            f"dlq_size read {sorted(set(read))} over two minutes, never the listing's {len(final)}"
+            f"dlq_size read {sorted(set(read), key=str)} over two minutes, never the listing's {len(final)}"
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
