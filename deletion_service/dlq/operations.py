@@ -3,7 +3,9 @@
 **Listing never takes anything.**  It reads each DLQ topic with a Reader (its own non-durable
 cursor), not through the ``ledger-deletion-dlq`` subscription: a consumer that lists holds the
 messages dispatched to it, so two listings at once (an operator and the admin API) each saw
-part of the DLQ, often none of it.
+part of the DLQ, often none of it.  A read lists each stored message once, whatever the broker
+delivers twice to a reader (``BrokerClient.read_all``), so listings, the daemon's ``dlq_size`` refresh
+and a requeue may all read at once; the DLQs of a scope are read side by side (:func:`snapshots`).
 
 **Which DLQs.**  A *scope* is a list of :class:`DeletionTopics`: one namespace's, or everything
 a deployment serves (the cluster's topics and, in namespace scope, every namespace's; see
