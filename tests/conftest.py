@@ -101,10 +101,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
     """One local SparkSession for the whole run (starting one costs seconds): two task slots,
-    as the CI machine has two cores."""
+    as the CI machine has two cores, and as many shuffle partitions.  The tests' tables have a few
+    hundred rows: the scan's 16 partitions would cost each shuffle 16 tasks for nothing (a third
+    of the reconcile tests' time, measured); production scans keep their own setting."""
     from deletion_service.orphans.spark import session
 
-    spark = session("local[2]")
+    spark = session("local[2]", conf={"spark.sql.shuffle.partitions": "2"})
     yield spark
     spark.stop()
 
