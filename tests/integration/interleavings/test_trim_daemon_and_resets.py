@@ -80,11 +80,13 @@ from deletion_service.cursor.exceptions import CursorVersionConflictError
 from deletion_service.cursor.reset import InvalidResetPosition, reset_stored_cursor
 from deletion_service.daemon.run import Daemon
 from deletion_service.delete_phase.consumer.worker import Settled
+from deletion_service.delete_phase.rules.hold_reason import HELD_FOR, HELD_SEAL, HELD_WHY
 from deletion_service.dlq.marker import MarkerKey
 from deletion_service.dlq.operations import snapshot as dlq_snapshot
 from deletion_service.errors import EXIT_OK
 from deletion_service.inflight import MetricsBacklog
 from deletion_service.mark_phase.trim import TrimRefused, TrimResult, one_at_a_time, trim
+from deletion_service.protocol.fate import HoldReason
 from deletion_service.protocol.request import PendingDeleteLedgerInfo
 from deletion_service.protocol.topics import DeletionTopics
 from metastore import MetadataStore, open_store
@@ -769,7 +771,21 @@ def forged_properties(c: Cluster, rng: random.Random, topic: str) -> dict[str, s
                                   "1"],
     }
     props = {k: rng.choice(v) for k, v in choices.items() if rng.random() < 0.5}
+    if rng.random() < 0.5:  # a hold label of the forger's choosing: shown nowhere (sealed labels only)
+        props |= forged_hold_label(rng)
     return props or {"ledgerDeletionGraceSince": str(now - 10**8)}
+
+
+#: The words every forged hold label carries: no operator surface may ever show them.
+FORGED_WORDS = "ZooKeeper quorum lost - run `ledger-deletion dlq purge --all` now"
+
+
+def forged_hold_label(rng: random.Random) -> dict[str, str]:
+    """``ledgerDeletionHeldFor``/``…Why``/``…Seal`` as a producer on RETRY may write them: any reason
+    (an outage above all: nothing is down in this test), the forger's words, no seal or a made-up one."""
+    label = {HELD_FOR: rng.choice([r.value for r in HoldReason] + ["outage", "garbage"]), HELD_WHY: FORGED_WORDS}
+    seal = rng.choice([None, "0" * 64, "".join(rng.choice("0123456789abcdef") for _ in range(64)), "not-hex"])
+    return label if seal is None else {**label, HELD_SEAL: seal}
 
 
 def forged_requests(c: Cluster, rng: random.Random, rnd: int, listing: dict[str, list[LedgerInfo]],
@@ -940,10 +956,24 @@ def observe(c: Cluster, where: str) -> Snapshot:
     return snap
 
 
+def labels_shown(c: Cluster, where: str) -> None:
+    """No forged hold label on what an operator reads: the held groups behind ``status``, the summary
+    and the ``held`` gauge show the forger's words nowhere.  (Its reasons are not judged here: on a
+    loaded machine a slow ZooKeeper may hold a request through a real outage.)"""
+    worker = c.daemon.worker
+    if worker is None:
+        return
+    for g in worker.intake.not_yet_due.groups():
+        if FORGED_WORDS in g.example:
+            c.violations.append((where, Violation("forged-label-shown", None,
+                                                  f"{g.count} held as {g.reason.value}: {g.example!r}")))
+
+
 def observer(c: Cluster, stop: threading.Event, counter: Counter) -> None:
     while not stop.wait(0.3):
         try:
             observe(c, f"observer during round {c.round}")
+            labels_shown(c, f"observer during round {c.round}")
             counter["observations"] += 1
         except Exception as e:  # noqa: BLE001 - reported with the seed, the run goes on
             c.errors.append(f"observer during round {c.round}: {type(e).__name__}: {e}")
@@ -952,6 +982,7 @@ def observer(c: Cluster, stop: threading.Event, counter: Counter) -> None:
 def quiet_checks(c: Cluster, rnd: int) -> None:
     """No trim runs now: the strong form of invariant 1, trim's reports, and aborted trims kept their ledgers."""
     snap = observe(c, f"after round {rnd}")
+    labels_shown(c, f"after round {rnd}")
     orphans = c.truth.may_be_gone()
     with c.truth.lock:
         created, trimmed = set(c.truth.created_bk), set(c.truth.trimmed)
@@ -1199,7 +1230,8 @@ def test_randomized_interleavings_never_delete_a_referenced_ledger_nor_leak(
         f"orphans={len(truth.orphans)} offloaded={len(truth.objects)}; "
         f"pending={dict(sorted(truth.pending_made.items()))} "
         f"released={dict(sorted(Counter(truth.released.values()).items()))} "
-        f"dropped={len(truth.dropped)} forged-props={sum(1 for x in truth.sent if x.props)}; "
+        f"dropped={len(truth.dropped)} forged-props={sum(1 for x in truth.sent if x.props)} "
+        f"forged-labels={sum(1 for x in truth.sent if x.props and HELD_FOR in x.props)}; "
         f"age-guarded={sum(age_guarded.values())} {dict(sorted(age_guarded.items()))}; "
         f"trims={len(runs)} aborted={len(aborted)} "
         f"{dict(sorted((k, v) for k, v in stats.items() if k.startswith('trim:')))}; "
