@@ -102,6 +102,9 @@ class DeletionConfig(BaseModel):
     ledger_deletion_topic_scope: Literal["cluster", "namespace"] = "cluster"
     # namespace scope: how often the daemon looks for new namespaces in the metadata store
     ledger_deletion_namespace_refresh_seconds: Annotated[int, Field(ge=1, le=3600)] = 30
+    # ours: RETRY messages not yet due that the delete phase holds in memory; beyond it, those due last are left
+    # unacked with the broker and asked for again when room is made (a broker that ignores delivery delays)
+    ledger_deletion_max_held_in_memory: Annotated[int, Field(ge=1, le=1_000_000)] = 10_000
     # ours: how often the daemon reads every cursor in scope for the cursor-health gauges (0: never)
     ledger_deletion_cursor_health_refresh_seconds: Annotated[int, Field(ge=0, le=86_400)] = 300
     # ours, the leak watcher: on a broker that deletes in one phase, request every ledger or offloaded part that

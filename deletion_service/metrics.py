@@ -267,6 +267,15 @@ class DeletionMetrics:
             f"{PREFIX}_dispose_failures", "Failed attempts to publish a RETRY/DLQ copy or to ack", registry=r)
         self.leak_watcher = LeakWatcherGauges(r)  # set by the leak watcher's role (leak_watcher/role.py)
 
+        # Not-yet-due RETRY messages beyond the memory the held set may use (delete_phase/consumer/intake.py).
+        self.handed_back = Counter(
+            f"{PREFIX}_retry_handed_back", "Not-yet-due RETRY messages republished to RETRY with the delay they had "
+            "left, because the held set was full and their RETRY topic had as many set aside as it may: each is a "
+            "store write and, on a broker that ignores delivery delays, a receive straight after", registry=r)
+        self.asked_back = Counter(
+            f"{PREFIX}_retry_asked_back", "Not-yet-due RETRY messages set aside unacked with the broker (the held "
+            "set was full) and asked for again, once room was made or the first of them fell due", registry=r)
+
     def count_delete(self, ledger_type: str, status: DeleteStatus) -> None:
         """One delete's result: ``deleted`` counts as deleted; ``absent`` (already gone) and a
         dry run as neither; anything else as a failed attempt."""

@@ -133,7 +133,8 @@ class LedgerDeletionService:
         lane = OffloadLane(self.pipeline, self.policy, self.gatherer.target_breakers,
                            batch_size=min(100, batch_size(self.config)))
         self.worker = DeletePhaseWorker(requests, retries, self.publisher, self.pipeline, self.policy, self.metrics,
-                                        Limits(batch_size=batch_size(self.config)), hooks,
+                                        Limits(batch_size=batch_size(self.config),
+                                               max_not_yet_due=self.config.ledger_deletion_max_held_in_memory), hooks,
                                         breakers=self.breakers(), offload_lane=lane,
                                         bookkeeper_lane=self._delete_process_lane(), seal=self._hold_seal())
         return self.worker

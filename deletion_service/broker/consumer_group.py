@@ -60,6 +60,17 @@ class ConsumerGroup(Consumer):
             raise BrokerError(f"no consumer of this group reads {message.topic}")
         owner.ack(message)
 
+    @property
+    def redelivers_on_request(self) -> bool:
+        with self._lock:
+            return all(m.redelivers_on_request for m in self._members)
+
+    def redeliver_unacked(self) -> None:
+        with self._lock:
+            members = list(self._members)
+        for consumer in members:
+            consumer.redeliver_unacked()
+
     def close(self) -> None:
         with self._lock:
             members, self._members = self._members, []

@@ -105,6 +105,17 @@ class Consumer(abc.ABC):
     def close(self) -> None:
         """Unacked messages go back to the subscription for redelivery."""
 
+    @property
+    def redelivers_on_request(self) -> bool:
+        """Whether :meth:`redeliver_unacked` works here (a consumer that cannot ask leaves nothing unacked
+        on purpose)."""
+        return False
+
+    def redeliver_unacked(self) -> None:
+        """Ask the broker to deliver again every message this consumer received and has not acked,
+        those still in hand included (the caller recognises them)."""
+        raise BrokerError("this consumer cannot ask for its unacked messages again")
+
 
 class BrokerClient(abc.ABC):
     @abc.abstractmethod

@@ -321,6 +321,16 @@ class _Consumer(Consumer):
     def close(self) -> None:
         _close_quietly(self._consumer, "consumer")
 
+    @property
+    def redelivers_on_request(self) -> bool:
+        return True
+
+    def redeliver_unacked(self) -> None:
+        try:
+            self._consumer.redeliver_unacknowledged_messages()
+        except pulsar.PulsarException as e:
+            raise BrokerError(f"asking for unacked messages again failed: {e}") from e
+
 
 #: Subscribes tried on pulsar-lite when one times out (another process held the consumer id).
 SUBSCRIBE_ATTEMPTS = 3

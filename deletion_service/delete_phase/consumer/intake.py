@@ -3,11 +3,22 @@
 Two consumers on the ``ledger-deletion`` subscription — the request
 partitions and RETRY — so RETRY messages that are not yet due can be held
 (the embedded broker ignores delayed delivery) without starving new requests.
-Held messages are bounded (``Limits.max_not_yet_due``; the one due last is
-handed back to RETRY with the delay it has left) and so are their delays (a
-message's ``DELAY_TIME`` is honoured, capped by config's longest delay).  A
-message settled here whose ack the broker lost comes back and is only
-acknowledged again (:mod:`.settled_recently`), never settled twice.
+Held messages are bounded in memory (``Limits.max_not_yet_due``) and so are
+their delays (a message's ``DELAY_TIME`` is honoured, capped by config's
+longest delay).  When memory is full, the message due last is **set aside**:
+left unacked with the broker, only its due time kept here
+(:mod:`.not_yet_due`), and asked for again (``Consumer.redeliver_unacked``)
+once half the room is free or the first set aside falls due, at most every
+:data:`ASK_BACK_EVERY_S`.  It is not republished: a broker that ignores delivery
+delays would hand a republished copy straight back, and a flood of
+far-future requests would then circle RETRY, costing a store write and a
+receive per turn and keeping every other tenant's RETRY messages waiting
+behind it.  Only beyond ``Limits.max_set_aside_per_topic`` on one RETRY topic
+(the broker would stop dispatching that topic to us) is the message due last
+handed back to RETRY with the delay it has left, as a consumer that cannot ask
+for redelivery does.  A message settled here whose ack the broker lost comes
+back and is only acknowledged again (:mod:`.settled_recently`), never settled
+twice; a copy of one still in hand is left to the one in hand.
 """
 
 from __future__ import annotations
@@ -23,6 +34,7 @@ from deletion_service.delete_phase.consumer import copies as dispose
 from deletion_service.delete_phase.consumer.ack_tally import AckTally
 from deletion_service.delete_phase.consumer.not_yet_due import NotYetDue
 from deletion_service.delete_phase.consumer.settled_recently import SettledRecently
+from deletion_service.delete_phase.rules import lifecycle
 from deletion_service.delete_phase.rules.decision import Policy
 from deletion_service.delete_phase.rules.hold_reason import HoldSeal
 from deletion_service.delete_phase.rules.lifecycle import Event, MessageInHand
@@ -32,6 +44,9 @@ _log = logging.getLogger(__name__)
 
 #: With ``until`` (a batch with the delete process): how long an idle wait lasts before it is asked again.
 UNTIL_POLL_S = 0.005
+#: Messages set aside are asked for again at most this often: each time, every unacked RETRY message of
+#: this consumer comes back once (those in hand are recognised and dropped).
+ASK_BACK_EVERY_S = 5.0
 
 
 @dataclass
@@ -41,6 +56,9 @@ class Limits:
 
     batch_size: int = 100
     max_not_yet_due: int = 10_000  # RETRY messages held in memory until due
+    #: not-yet-due messages left unacked with the broker, per RETRY topic: with a full memory, a topic's
+    #: unacked messages stay below the 50,000 Pulsar and pulsar-lite dispatch to one consumer by default
+    max_set_aside_per_topic: int = 35_000
     max_awaiting_next_try: int = 1_000  # dispositions the broker refused, waiting for their next try
     dispose_backoff_s: float = 0.5  # doubled per failure, up to lifecycle.MAX_BACKOFF_S
 
@@ -62,6 +80,10 @@ class Intake:
         self._retry_paused_until = 0.0  # the RETRY consumer is not read until then (see collect)
         self._handed_back_in_pass = 0
         self._reacked_in_pass = 0
+        self._next_ask_back = 0.0  # monotonic: set-aside messages are not asked for again before then
+        #: RETRY messages taken out to be decided, by key, until they leave our hands: asking for the
+        #: set-aside ones again redelivers these too, and a copy of one still in hand must not be decided twice
+        self._out: dict[tuple[str, str], MessageInHand] = {}
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -71,9 +93,12 @@ class Intake:
         full batch costs no waiting); only an empty round waits, and only up to ``wait_s``.
         ``until``: return what is in hand as soon as it says so (the delete process has a batch
         decided, whose acks must not wait for this one to fill); asked every :data:`UNTIL_POLL_S`."""
+        self._forget_settled()
+        self._ask_back_set_aside()
         batch = self.not_yet_due.pop_due(self._now_ms(), limit)
         for d in batch:
             d.advance(Event.FALL_DUE)
+            self._out[_key(d.message)] = d
         deadline = time.monotonic() + wait_s
         retry_budget = self.limits.batch_size  # RETRY messages taken this pass: bounded even when all are held
         self._handed_back_in_pass = self._reacked_in_pass = 0
@@ -95,8 +120,8 @@ class Intake:
             if got:
                 continue
             remaining = deadline - time.monotonic()
-            if batch or remaining <= 0:
-                break
+            if batch or remaining <= 0 or retry_budget <= 0:
+                break  # (RETRY has more: the next pass reads on at once, the request topics polled first)
             # idle: wait a little, not spin; a little less while the delete process decides a batch
             msg = self._receive(self.requests, min(0.05 if until is None else UNTIL_POLL_S, remaining))
             if msg is not None:
@@ -120,19 +145,69 @@ class Intake:
         if d.message in self.settled_recently:
             self._ack_again(d)
             return
-        if self.not_yet_due.holds(d.message):  # redelivered (a broker restart): the held one acks it when due
-            d.advance(Event.LEAVE_UNACKED)
-            return
+        from_retry = d.consumer is self.retries
+        if from_retry:
+            if self.not_yet_due.holds(d.message) or self._in_hand(d.message):
+                # redelivered (asked back, or a broker restart): the one in hand acks it when it is done
+                d.advance(Event.LEAVE_UNACKED)
+                return
+            self.not_yet_due.aside.returned(_key(d.message))
         now_ms = self._now_ms()
-        if d.consumer is self.retries:
+        if from_retry:
             d.due_ms = dispose.due_at_ms(d.message, self.policy.max_delay_s, now_ms)
         if d.due_ms <= now_ms:
+            if from_retry:
+                self._out[_key(d.message)] = d
             batch.append(d)
             return
         d.advance(Event.HOLD_UNTIL_DUE)
-        self.not_yet_due.add(d)
-        if len(self.not_yet_due) > self.limits.max_not_yet_due:
-            self._hand_back_latest(now_ms, d)
+        held = self.not_yet_due
+        aside_from = held.aside.soonest_ms()
+        if aside_from is not None and d.due_ms > aside_from and self._may_set_aside(d):
+            held.set_aside(d)  # due later than one set aside already: memory keeps the soonest
+            return
+        held.add(d)
+        if len(held) > self.limits.max_not_yet_due:
+            latest = held.latest()
+            if self._may_set_aside(latest):
+                held.set_aside(latest)  # unacked, not in memory: no copy to circle RETRY
+            else:
+                self._hand_back_latest(now_ms, latest, d)
+
+    def _may_set_aside(self, d: MessageInHand) -> bool:
+        return (self.retries.redelivers_on_request
+                and self.not_yet_due.aside.count(d.message.topic) < self.limits.max_set_aside_per_topic)
+
+    def _in_hand(self, message: Received) -> bool:
+        """Whether a copy of this RETRY message was taken out to be decided and has not left our hands."""
+        d = self._out.get((message.topic, message.message_id))
+        return d is not None and d.stage not in lifecycle.TERMINAL
+
+    def _forget_settled(self) -> None:
+        """Drop what left our hands from :attr:`_out` (a copy of it redelivered is ``settled_recently``'s)."""
+        if self._out:
+            self._out = {k: d for k, d in self._out.items() if d.stage not in lifecycle.TERMINAL}
+
+    def _ask_back_set_aside(self) -> None:
+        """Ask the broker for the set-aside messages again once half the memory is free (they fill it,
+        soonest due first) or the first of them falls due, at most every :data:`ASK_BACK_EVERY_S`.
+        Not before: until then the broker keeps them unacked and delivers nothing of them, so a flood
+        held this way costs neither a receive nor a store write."""
+        held = self.not_yet_due
+        first = held.aside.soonest_ms()
+        if first is None or time.monotonic() < self._next_ask_back:
+            return
+        if first > self._now_ms() and len(held) > self.limits.max_not_yet_due // 2:
+            return
+        self._next_ask_back = time.monotonic() + ASK_BACK_EVERY_S
+        try:
+            self.retries.redeliver_unacked()
+        except BrokerError as e:
+            _log.warning("could not ask for %d not-yet-due RETRY message(s) again (%s): trying again in %.0f s",
+                         len(held.aside), e, ASK_BACK_EVERY_S)
+            return
+        self.metrics.asked_back.inc(len(held.aside))
+        held.aside.clear()
 
     def _ack_again(self, d: MessageInHand) -> None:
         """A message settled here came back: its ack was lost.  Only the ack is owed (if this one is
@@ -148,9 +223,9 @@ class Intake:
         self.metrics.ack_lost.inc()
         self._reacked_in_pass += 1
 
-    def _hand_back_latest(self, now_ms: int, newest: MessageInHand) -> None:
-        """The not-yet-due set is full: the message due last goes back to RETRY with the delay it has left."""
-        d = self.not_yet_due.latest()
+    def _hand_back_latest(self, now_ms: int, d: MessageInHand, newest: MessageInHand) -> None:
+        """The not-yet-due set is full and ``d`` (due last) cannot be set aside: it goes back to RETRY with
+        the delay it has left."""
         try:
             dispose.hand_back_to_retry(self.publisher, d.message, (d.due_ms - now_ms) / 1000)
             self.retries.ack(d.message)
@@ -158,6 +233,7 @@ class Intake:
             _log.warning("not-yet-due set full and RETRY refused a message handed back (%s); holding it", e)
             return
         d.advance(Event.HAND_BACK)
+        self.metrics.handed_back.inc()
         self.ack_tally.record(d.message.topic)
         self.settled_recently.add(d.message)  # its ack lost, its redelivery is only acked: one RETRY copy is enough
         self.not_yet_due.remove(d)
@@ -171,3 +247,7 @@ class Intake:
             _log.warning("receive failed: %s", e)
             time.sleep(min(1.0, timeout_s))
             return None
+
+
+def _key(message: Received) -> tuple[str, str]:
+    return message.topic, message.message_id

@@ -53,7 +53,7 @@ __all__ = ["DeletePhaseWorker", "Hooks", "InHand", "Limits", "Settled"]
 class InHand:
     """What the worker holds unacked, for ``/status``, ``/readyz`` and the periodic summary."""
 
-    not_yet_due: int  # RETRY messages waiting for their delay to pass
+    not_yet_due: int  # RETRY messages waiting for their delay to pass (in memory, or set aside unacked)
     not_yet_due_until: float | None  # when the last of them falls due (Unix seconds)
     paused: int  # requests whose verification met a dependency outage, kept until it ends
     awaiting_next_try: int  # dispositions the broker refused (publish or ack), retried with backoff
@@ -100,12 +100,12 @@ class DeletePhaseWorker:
 
     def in_hand(self) -> InHand:
         until = self.intake.not_yet_due.until_ms()
-        return InHand(len(self.intake.not_yet_due), until / 1000 if until is not None else None, len(self._paused),
-                      len(self.disposer.awaiting_next_try))
+        return InHand(self.intake.not_yet_due.held_total(), until / 1000 if until is not None else None,
+                      len(self._paused), len(self.disposer.awaiting_next_try))
 
     @property
     def idle(self) -> bool:
-        return (not self.busy and not self.intake.not_yet_due and not self.disposer.awaiting_next_try
+        return (not self.busy and not self.intake.not_yet_due.held_total() and not self.disposer.awaiting_next_try
                 and not self._paused and (self.offload_lane is None or self.offload_lane.in_flight == 0)
                 and (self.bookkeeper_lane is None or self.bookkeeper_lane.in_flight == 0))
 

@@ -307,7 +307,7 @@ def test_a_flood_of_far_future_retries_cannot_starve_a_due_one(world: World) -> 
         held = worker.in_hand().not_yet_due
         assert time.monotonic() < deadline, f"the due retry starved behind {held} held messages"
         worker.run_once(0.1)
-        assert worker.in_hand().not_yet_due <= 10
+        assert len(worker.intake.not_yet_due) <= 10, "held in memory: the rest are set aside with the broker"
     now = now_ms()
     assert all(d.due_ms <= now + svc.policy.max_delay_s * 1000 for d in worker.intake.not_yet_due)
 
