@@ -30,6 +30,11 @@ Invariants, judged by the test's own bookkeeping and :mod:`tests.support.safety_
 * segments: never deleted while a ledger its index holds is listed (observed all along, objects read
   before the lists); after the drain, gone exactly when all of its ledgers were trimmed.
 
+A second replica serves the same namespaces on the same subscription, its offload claims judged by a
+clock :data:`SKEW_S` ahead of the first's (inside ``MAX_CLOCK_SKEW_S``): an in-process clock on its
+claims, where two replicas' clocks meet on one copy (libfaketime would move every actor of this
+process).  Both replicas' ends are judged together, and no copy or ledger is recorded deleted twice.
+
 ``SCOPES_SEED``, ``SCOPES_ROUNDS`` and ``SCOPES_BUDGET_S`` (seconds of rounds before no new one starts,
 once five ran and one trim removed a ledger) are
 printed; the suite runs 30 rounds, ``scripts/soak_long.sh`` longer runs.
@@ -66,6 +71,7 @@ from deletion_service.mark_phase.trim import TrimResult, one_at_a_time, trim
 from deletion_service.protocol.request import PendingDeleteLedgerInfo, decode, encode
 from deletion_service.protocol.scope import discover, everything_served
 from deletion_service.protocol.topics import DeletionTopics
+from deletion_service.service import LedgerDeletionService
 from deletion_service.testing.offload_objects import build_index_v2, encode_ledger_info
 from metastore import MetadataStore, open_store
 from metastore.formats import (
@@ -93,6 +99,8 @@ BUDGET_S = float(os.environ.get("SCOPES_BUDGET_S") or 15)
 #: does it
 MIN_ROUNDS = 5
 GRACE_S = 3
+#: How far the second replica's claims clock runs ahead of the first's.
+SKEW_S = 120.0
 RECONSUME_S = 1
 MAX_RETRIES = 30
 ENTRIES = 10
@@ -145,6 +153,7 @@ class Truth:
     direct: list[tuple[bytes, str]] = field(default_factory=list)  # written straight into a DLQ
     cross: set[bytes] = field(default_factory=set)  # canonical requests naming the other tenant's ledger
     ops: Counter = field(default_factory=Counter)
+    deleted_by: Counter = field(default_factory=Counter)  # (type, ledger, offload context) -> "deleted" ends
 
 
 @dataclass
@@ -152,6 +161,7 @@ class World:
     store: MetadataStore  # the "broker", trim, resets, operators
     writer: ClusterWriter
     daemon: Daemon
+    replica: Daemon  # the same namespaces and subscription; its claims clock SKEW_S ahead
     cluster_topics: DeletionTopics
     ns_topics: dict[str, DeletionTopics]
     tenants_topics: dict[str, list[str]]  # namespace -> its topics
@@ -165,6 +175,7 @@ class World:
     truth: Truth = field(default_factory=Truth)
     ids: Ids = field(default_factory=Ids)
     settled: list[Settled] = field(default_factory=list)
+    settled_by: Counter = field(default_factory=Counter)  # (replica, outcome) -> how many
     violations: list[tuple[str, Violation]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     round: int = -1
@@ -253,8 +264,8 @@ def world(zk_url: str, zookeeper: ZooKeeperServer, pulsar_broker: PulsarLiteBrok
     for b in buckets:
         b.client.create_bucket(Bucket=b.name)
     bk_url = f"{zookeeper.url}/bk-{uuid.uuid4().hex[:8]}"
-    stores = [open_store(u) for u in (zk_url, bk_url, zk_url, bk_url, zk_url, bk_url)]
-    daemon_store, daemon_bk, admin, admin_bk, check_store, check_bk = stores
+    stores = [open_store(u) for u in (zk_url, bk_url, zk_url, bk_url, zk_url, bk_url, zk_url, bk_url)]
+    daemon_store, daemon_bk, admin, admin_bk, check_store, check_bk, replica_store, replica_bk = stores
     tag = uuid.uuid4().hex[:6]
     namespaces = [f"t1-{tag}/ns", f"t2-{tag}/ns"]
     base = make_world(daemon_store, daemon_bk, pulsar_broker.service_url,
@@ -276,7 +287,12 @@ def world(zk_url: str, zookeeper: ZooKeeperServer, pulsar_broker: PulsarLiteBrok
     cluster_topics = base.service.topics
     daemon = Daemon(base.service, MetricsBacklog(pulsar_broker.metrics_url), metrics_refresh_s=5,
                     namespaces=lambda: [ns for ns in discover(daemon_store) if ns in namespaces])
-    w = World(admin, writer, daemon, cluster_topics,
+    replica_service = LedgerDeletionService(cfg, replica_store, PulsarBrokerClient(pulsar_broker.service_url),
+                                            bookkeeper_store=replica_bk)
+    replica_service.executor.claims.clock = lambda: time.time() + SKEW_S
+    replica = Daemon(replica_service, MetricsBacklog(pulsar_broker.metrics_url), metrics_refresh_s=5,
+                     namespaces=lambda: [ns for ns in discover(replica_store) if ns in namespaces])
+    w = World(admin, writer, daemon, replica, cluster_topics,
               {ns: DeletionTopics.for_namespace(ns, cfg) for ns in namespaces}, tenants_topics,
               RequestPublisher(mark_broker, cluster_topics, namespace_scope=True), ops_broker,
               RequestPublisher(ops_broker, cluster_topics), MarkerKey.ensure(admin),
@@ -285,6 +301,8 @@ def world(zk_url: str, zookeeper: ZooKeeperServer, pulsar_broker: PulsarLiteBrok
         yield w
     finally:
         daemon.stop()
+        replica.stop()
+        replica_service.broker.close()
         w.checker.close()
         w.publisher.close()
         w.ops_publisher.close()
@@ -379,6 +397,11 @@ def trim_actor(w: World, topic: str, rng: random.Random) -> Callable[[], None]:
         time.sleep(rng.uniform(0, 0.003))
         message_id = w.publisher.send_request(request)
         w.note_sent(request.to_json(), "trim", namespace_of(topic))
+        if request.ledger_type.value == "OFFLOAD_LEDGER" and rng.random() < 0.5:
+            # sent again at once, as by a trim whose receipt was lost: the two replicas may take one
+            # copy side by side, and their claims (one clock SKEW_S ahead) must let one delete it
+            w.publisher.send_request(request)
+            w.note_sent(request.to_json(), "trim", namespace_of(topic))
         return message_id
 
     def run() -> None:
@@ -567,6 +590,22 @@ def observer(w: World, stop: threading.Event, stats: Counter) -> None:
             w.errors.append(f"observer: {type(e).__name__}: {e}")
 
 
+def deleted_once(w: World, s: Settled) -> None:
+    """No ledger, and no offloaded copy, is recorded deleted twice, whichever replica settles it: duplicate
+    requests end ``deleted`` once and ``absent`` after, and a claim taken by the replica whose clock runs
+    ahead is never taken over while its owner deletes."""
+    r = s.request
+    if r is None or s.outcome.value != "deleted":
+        return
+    target = (r.ledger_type.value, r.ledger_id, repr(r.offload_context) if r.offload_context is not None else None)
+    with w.truth.lock:
+        w.truth.deleted_by[target] += 1
+        twice = w.truth.deleted_by[target] > 1
+    if twice:
+        w.violate(f"round {w.round}", [Violation("deleted-twice", r.ledger_id, f"{target} recorded deleted again "
+                                                 f"({s.action.reason}) read from {s.message.topic}")])
+
+
 def settle_tenancy(w: World, s: Settled) -> None:
     """A deletion happened only for the namespace the request was read from and first sent to; a request
     naming another tenant's ledger ends only in the DLQ."""
@@ -620,14 +659,23 @@ def test_cross_namespace_requeues_and_shared_segments_interleaved(
     for topics in w.ns_topics.values():
         w.ops_broker.ensure_subscription(topics.dlq, topics.dlq_subscription)
     w.daemon.start()
-    assert w.daemon.worker is not None
-    assert sorted(t.namespace for t in w.daemon.service.served if not t.partitioned) == sorted(w.ns_topics)
+    w.replica.start()
+    for d in (w.daemon, w.replica):
+        assert d.worker is not None
+        assert sorted(t.namespace for t in d.service.served if not t.partitioned) == sorted(w.ns_topics)
 
-    def on_settled(s: Settled) -> None:
-        w.settled.append(s)
-        settle_tenancy(w, s)
+    def on_settled_by(name: str) -> Callable[[Settled], None]:
+        def on_settled(s: Settled) -> None:
+            w.settled.append(s)
+            w.settled_by[name, s.outcome.value] += 1
+            settle_tenancy(w, s)
+            deleted_once(w, s)
 
-    w.daemon.worker.hooks.on_settled = on_settled
+        return on_settled
+
+    for name, d in (("first", w.daemon), ("skewed", w.replica)):
+        assert d.worker is not None
+        d.worker.hooks.on_settled = on_settled_by(name)
     stop, ops_stop, stats = threading.Event(), threading.Event(), Counter()
     watcher = threading.Thread(target=observer, args=(w, stop, stats), daemon=True)
     watcher.start()
@@ -696,9 +744,11 @@ def test_cross_namespace_requeues_and_shared_segments_interleaved(
     poll(every_request_ended, 90, interval=0.3)
     for p, k in missing:
         w.violations.append(("drain", Violation("3:never-settled", None, f"{k} {p[:140]!r}")))
-    if w.daemon.wait(exit_when_idle=True, max_wait_s=60, poll_s=0.5) != EXIT_OK:
-        w.violations.append(("drain", Violation("3:daemon-not-idle", None, w.daemon.idle_state().why_not)))
+    for d in (w.daemon, w.replica):
+        if d.wait(exit_when_idle=True, max_wait_s=60, poll_s=0.5) != EXIT_OK:
+            w.violations.append(("drain", Violation("3:daemon-not-idle", None, d.idle_state().why_not)))
     w.daemon.stop()
+    w.replica.stop()
     everything = served(w)
     for topics in everything:
         for m in read_all(pulsar_broker.service_url, topics.consumed, topics.subscription, 1000):
@@ -748,6 +798,7 @@ def test_cross_namespace_requeues_and_shared_segments_interleaved(
     figures = (
         f"seed={SEED} rounds={w.round + 1}/{ROUNDS} in {rounds_s:.0f}s (+{time.monotonic() - started - rounds_s:.0f}s "
         f"drain); sent={dict(sorted(kinds.items()))}; outcomes={dict(sorted(outcomes.items()))}; "
+        f"deleted by replica first={w.settled_by['first', 'deleted']} skewed={w.settled_by['skewed', 'deleted']}; "
         f"ledgers created={len(t.created)} trimmed={len(t.trimmed)} deleted={len(deleted)} orphans={len(t.orphans)} "
         f"bait={len(t.bait)}; segments={len(t.segments)} (own location {sum(s.own_location for s in t.segments)}, "
         f"shared boundary {sum(1 for segs in t.in_segment.values() if len(segs) > 1)}) gone={segs_gone} "
@@ -770,4 +821,5 @@ def test_cross_namespace_requeues_and_shared_segments_interleaved(
     # the run exercised what it claims to
     assert t.trimmed and deleted >= t.trimmed, f"seed {SEED}: nothing trimmed and deleted"
     assert segs_gone, f"seed {SEED}: no segment was ever reclaimed"
+    assert w.settled_by["first", "deleted"] and w.settled_by["skewed", "deleted"], f"seed {SEED}: a replica idle"
     assert t.ops["requeued"] and read_from[False], f"seed {SEED}: no cross-namespace request parked and requeued"
