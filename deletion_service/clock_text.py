@@ -17,3 +17,11 @@ def local_moment(seconds: float, now: float | None = None) -> str:
     if (at.tm_year, at.tm_yday) == (today.tm_year, today.tm_yday):
         return time.strftime("%H:%M:%S", at)
     return time.strftime("%Y-%m-%d %H:%M:%S", at)
+
+
+def rfc3339(ms: int) -> str:
+    """Epoch milliseconds as RFC 3339 in UTC with milliseconds, ``2026-11-26T15:01:29.123Z``: the one
+    format of a moment in the CLI's ``--json`` output (fields the CLI contract fixes otherwise, the audit
+    record's ``at`` and a request's ``markedAt``, keep epoch milliseconds)."""
+    seconds, millis = divmod(int(ms), 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"

@@ -48,7 +48,7 @@ from deletion_service.protocol.request import InvalidRequest, decode_payload
 from deletion_service.protocol.topics import DeletionTopics, namespace_topics
 from metastore.formats import parse_namespace
 
-_log = logging.getLogger("ledger_deletion.admin")
+_log = logging.getLogger("deletion_service.admin")
 
 API_VERSION = "1.0.0"
 MAX_BODY_BYTES = 64 * 1024

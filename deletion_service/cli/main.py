@@ -20,7 +20,7 @@ from typer.core import TyperGroup, TyperOption
 
 from deletion_service import logs
 from deletion_service.broker.interface import BrokerError
-from deletion_service.cli import options
+from deletion_service.cli import examples, options
 from deletion_service.errors import EXIT_FAILURE, EXIT_USAGE, UserError
 from metastore import InvalidStoreUrl, MetadataStoreError
 
@@ -78,6 +78,7 @@ class LazyGroup(TyperGroup):
             module.register(holder)
             for name, command in typer.main.get_group(holder).commands.items():
                 _show_common_options(command, self.params)
+                examples.finish_help(command, name)
                 self.commands[name] = command
         return self.commands.get(cmd_name)
 
@@ -127,8 +128,8 @@ def _version() -> str:
 
 
 app = typer.Typer(
-    name="ledger-deletion", help=HELP, no_args_is_help=True, add_completion=False, cls=LazyGroup,
-    pretty_exceptions_enable=False, rich_markup_mode="markdown",
+    name="ledger-deletion", help=HELP + "\n" + examples.examples_text(""), no_args_is_help=True,
+    add_completion=False, cls=LazyGroup, pretty_exceptions_enable=False, rich_markup_mode="markdown",
 )
 
 

@@ -93,8 +93,9 @@ def topic(name: str, flag: str = "--topic") -> str:
     are accepted, as Pulsar does)."""
     try:
         return str(parse_topic(name))
-    except ValueError as e:
-        raise UsageError(f"invalid {flag} {e}; expected persistent://tenant/namespace/topic") from e
+    except ValueError as e:  # says what it expected, or not: the form is named once either way
+        expected = "" if "expected" in str(e) else "; expected persistent://tenant/namespace/topic"
+        raise UsageError(f"invalid {flag} {e}{expected}") from e
 
 
 NamespaceOpt = Annotated[str | None, typer.Option(

@@ -18,7 +18,7 @@ from deletion_service.delete_phase.consumer.worker import DeletePhaseWorker
 from deletion_service.metrics import PREFIX, DeletionMetrics
 from deletion_service.protocol.fate import Outcome
 
-_log = logging.getLogger("ledger_deletion.summary")
+_log = logging.getLogger("deletion_service.daemon.summary")
 
 #: The outcomes in the order the line names them.
 ORDER = (Outcome.DELETED, Outcome.ABSENT, Outcome.STILL_IN_USE, Outcome.METADATA_MISMATCH, Outcome.RECONSUMED,

@@ -64,9 +64,14 @@ class ScanProgress:
         self._step = name
         self._changed.set()
 
-    def stop(self) -> None:
+    def stop(self, last_step: str | None = None) -> None:
+        """Stop polling; ``last_step``: what the scan does after it (stopping Spark takes seconds with
+        nothing else to show), said at once."""
         self._stopped.set()
         self._thread.join(timeout=5)
+        if last_step is not None:
+            self._step = last_step
+            self._show(describe(last_step, [], self._clock() - self._started, self._terminal))
 
     def _stages(self) -> list[Stage]:
         try:

@@ -100,15 +100,19 @@ def _when(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _table(caption: str, headers: Sequence[tuple[str, bool]], rows: Iterable[Sequence[str]]) -> str:
-    """A table whose cells are already escaped; ``headers`` are (title, numeric?)."""
+def _table(caption: str | None, headers: Sequence[tuple[str, bool]], rows: Iterable[Sequence[str]],
+           labelled_by: str | None = None) -> str:
+    """A table whose cells are already escaped; ``headers`` are (title, numeric?).  A table right under a
+    heading that says what it holds takes its name from that heading (``labelled_by``, the heading's
+    id) instead of a caption, which would repeat the heading's words right below it."""
     numeric = ' class="n"'
     head = "".join(f"<th scope=\"col\"{numeric if num else ''}>{escape(h)}</th>" for h, num in headers)
     body = "".join("<tr>" + "".join(f"<td class=\"{'n' if num else 'name'}\">{cell}</td>"
                                     for cell, (_, num) in zip(row, headers, strict=True)) + "</tr>\n"
                    for row in rows)
-    return (f"<table>\n<caption>{escape(caption)}</caption>\n<thead><tr>{head}</tr></thead>\n"
-            f"<tbody>\n{body}</tbody>\n</table>")
+    named = f' aria-labelledby="{labelled_by}"' if labelled_by is not None else ""
+    titled = f"<caption>{escape(caption)}</caption>\n" if caption is not None else ""
+    return f"<table{named}>\n{titled}<thead><tr>{head}</tr></thead>\n<tbody>\n{body}</tbody>\n</table>"
 
 
 # --- sections ---------------------------------------------------------------------------------
@@ -185,8 +189,8 @@ def _kinds_section(data: ReportData) -> str:
             label, meaning = KIND_LABELS.get(kind, (kind, ""))
             rows.append((escape(label), f"{n:,}", escape(human_bytes(s.orphan_ledger_bytes_by_kind.get(kind, 0))),
                          escape(meaning)))
-    table = _table("Orphan ledgers by kind", [("Kind", False), ("Ledgers", True), ("Size", True),
-                                              ("An orphan of this kind is", False)], rows)
+    table = _table(None, [("Kind", False), ("Ledgers", True), ("Size", True), ("An orphan of this kind is", False)],
+                   rows, labelled_by="kinds-h")
     return f"""<section id="kinds" aria-labelledby="kinds-h">
 <h2 id="kinds-h">Orphan ledgers by kind</h2>
 {table}

@@ -83,6 +83,7 @@ def run_scan(spark: SparkSession, sources: ScanSources | None, min_age_s: int, o
     step("reconciling")
     results = reconcile(inventories, min_age_s, now_ms)
     results = Results(*(df.persist(StorageLevel.MEMORY_AND_DISK) for _, df in results.items()))
+    step("summarising: counts, namespaces, ages, the largest orphans")
     data = summarize(results, inventories, min_age_s, now_ms)
     written = write_outputs(results, data, output, step) if output is not None else []
     return ScanOutcome(inventories, results, data, from_snapshot, written, refused)
@@ -104,5 +105,6 @@ def write_outputs(results: Results, data: ReportData, output: Path, step: Step) 
         written.append(path)
     summary = output / "summary.json"
     summary.write_text(json.dumps(data.summary.to_json(), indent=2) + "\n")
+    step(f"drawing {output / 'report.html'}")
     written += [summary, report.write(data, output / "report.html")]
     return written

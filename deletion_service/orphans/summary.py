@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from deletion_service.clock_text import rfc3339
+
 
 @dataclass(frozen=True)
 class ScanSummary:
@@ -25,13 +27,17 @@ class ScanSummary:
     orphan_ledgers_by_kind: dict[str, int] = field(default_factory=dict)
     orphan_ledger_bytes_by_kind: dict[str, int] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, int | dict[str, int]]:
+    def to_json(self) -> dict[str, int | str | dict[str, int]]:
         """The contract's integer counts first (``orphanLedgers``, ``orphanOffloadedObjects``,
-        ``missingLedgers``), then the rest, camelCase (the per-kind counts as objects)."""
-        out: dict[str, int | dict[str, int]] = {
+        ``missingLedgers``), then the rest, camelCase (the per-kind counts as objects); the moment of
+        the scan as ``scannedAt``, RFC 3339 in UTC like every moment in the CLI's JSON."""
+        out: dict[str, int | str | dict[str, int]] = {
             "orphanLedgers": self.orphan_ledgers, "orphanOffloadedObjects": self.orphan_offloaded_objects,
             "missingLedgers": self.missing_ledgers}
         for key, value in asdict(self).items():
+            if key == "scanned_at_ms":
+                out["scannedAt"] = rfc3339(value)
+                continue
             camel = key.split("_")[0] + "".join(w.title() for w in key.split("_")[1:])
             out.setdefault(camel, value)
         return out

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 import click
 import typer
 from rich.table import Table
 
-from deletion_service.cli import options, settings, ui
+from deletion_service.cli import connections, options, settings, ui
 from deletion_service.config import SECRET_KEYS, LoadedConfig
+from deletion_service.embedded.broker import EmbeddedBroker
 
 #: Secrets that only ever come from the environment: shown as set, never shown.
 SECRET_ENV = ("LEDGER_DELETION_METADATA_STORE_DIGEST", "LEDGER_DELETION_ADMIN_TOKEN")
@@ -52,20 +54,56 @@ def config_rows(opts: options.CommonOptions, loaded: LoadedConfig,
                 root: click.Context | None = None) -> list[tuple[str, Any, str]]:
     """(key, value, source) for every config key, then the connection options and env-only secrets.
     ``root``: the root command's context, which knows whether a connection option came from the
-    command line, the environment or its default."""
+    command line, the environment or its default.
+
+    Every value is the one in effect, never a placeholder: an option left out shows what the command
+    would use instead (``bookkeeperMetadataStore`` follows ``--metadata-store``; the embedded store's
+    URL; the embedded broker's address when it runs), and its source says why."""
     rows: list[tuple[str, Any, str]] = []
     for key, value in loaded.config.camel().items():
+        source = loaded.source(key).label()
         if key in SECRET_KEYS and value is not None:
             value = f"{value} (file; contents not shown)"
-        rows.append((key, value, loaded.source(key).label()))
+        elif key == "offloadFileSystemBaseDir" and value is None and opts.embedded:
+            value, source = str(connections.offload_settings(opts, loaded.config).filesystem_base_dir), \
+                "default (embedded: under dataDir)"
+        rows.append((key, value, source))
     for name, attr, env in CONNECTIONS:
-        value = getattr(opts, attr)
-        shown = str(value) if value is not None else "(embedded)"
-        rows.append((name, shown, _option_source(root, attr, env)))
+        given = _option_source(root, attr, env)
+        value, source = _in_effect(opts, attr, given)
+        rows.append((name, value, source))
     for name in SECRET_ENV:
         if os.environ.get(name):
             rows.append((name, "****", "env"))
     return rows
+
+
+def _in_effect(opts: options.CommonOptions, attr: str, given: str) -> tuple[Any, str]:
+    """A connection option's value in effect, and its source."""
+    value = getattr(opts, attr)
+    if attr == "data_dir":
+        return str(Path(value).absolute()), given
+    if value is not None:
+        return str(value), given
+    match attr:
+        case "metadata_store":
+            return connections.store_url(opts), "default (embedded: SQLite in dataDir)"
+        case "bookkeeper_metadata_store":
+            return connections.store_url(opts, bookkeeper=True), (
+                "default (metadataStore)" if opts.metadata_store else "default (embedded: SQLite in dataDir)")
+        case "broker_url":
+            return _embedded_broker(opts)
+        case _:
+            return None, given
+
+
+def _embedded_broker(opts: options.CommonOptions) -> tuple[str | None, str]:
+    """The embedded broker's service URL while it runs; else none (a command starts one when it needs it)."""
+    broker = EmbeddedBroker(opts.data_dir)
+    info = broker.read_info()
+    if info is not None and broker.is_ours_and_alive(info):
+        return info.serviceUrl, f"default (embedded broker, pid {info.pid})"
+    return None, f"default (embedded broker under {Path(opts.data_dir).absolute() / 'broker'}, started on demand)"
 
 
 def _option_source(root: click.Context | None, param: str, env: str) -> str:

@@ -15,9 +15,9 @@ from rich.table import Table
 
 from deletion_service import demo as demo_mod
 from deletion_service.audit.writer import daemon_writer
-from deletion_service.cli import options, settings
+from deletion_service.cli import options, settings, ui
 from deletion_service.cli.command_environment import open_environment
-from deletion_service.clock_text import local_moment
+from deletion_service.clock_text import local_moment, rfc3339
 from deletion_service.cluster_writer import ClusterWriter
 from deletion_service.daemon.leak_watch import watcher_role
 from deletion_service.delete_phase.consumer.worker import Settled
@@ -57,12 +57,13 @@ def register(app: typer.Typer) -> None:
         summary = _summary(plan, settled, time.monotonic() - started, max(last_deletion - phase_two, 1e-3))
         waiting_until = _waiting_until(stamped, plan.namespace)
         if opts.json:
-            typer.echo(json.dumps({**summary, "waitingUntil": waiting_until}))
+            typer.echo(json.dumps({**summary, "waitingUntil": None if waiting_until is None
+                                   else rfc3339(int(waiting_until * 1000))}))
             return
         table = Table(title=f"ledger-deletion demo — namespace {plan.namespace}", show_header=False)
         for key, label in SUMMARY_ROWS:
             table.add_row(label, str(summary[key]))
-        console.print(table)
+        ui.show_table(table, opts.wide, console)
         _next_steps(console, opts, plan.waiting, waiting_until)
 
 
@@ -164,8 +165,11 @@ def _run(opts: options.CommonOptions, console: Console, stage: list[str]) -> tup
 
 
 def _delete(opts: options.CommonOptions, console: Console, plan, settled: list, worker) -> None:  # noqa: ANN001
+    # a bar on a terminal; piped (a log, `| cat`), one plain line once phase two ends
     progress = Progress(TextColumn("phase two: deleting"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), console=console, disable=opts.json)
+                        TimeElapsedColumn(), console=console, disable=opts.json or not console.is_terminal)
+    started = time.monotonic()
+    done = 0
     with progress:
         task = progress.add_task("delete", total=plan.expected_endings)
         deadline = time.monotonic() + 45
@@ -175,6 +179,9 @@ def _delete(opts: options.CommonOptions, console: Console, plan, settled: list, 
             if done >= plan.expected_endings:
                 break
             worker.run_once(0.2)
+    if not opts.json and not console.is_terminal:
+        console.print(f"phase two: {done} of {plan.expected_endings} requests settled in "
+                      f"{time.monotonic() - started:.1f} s", soft_wrap=True, highlight=False)
 
 
 def _catch_leak(console: Console, opts: options.CommonOptions, watcher: WatcherRole, plan, settled: list,  # noqa: ANN001

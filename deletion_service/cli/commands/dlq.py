@@ -26,6 +26,7 @@ from deletion_service.audit import operator_actions
 from deletion_service.broker.publisher import RequestPublisher
 from deletion_service.cli import options, settings, ui
 from deletion_service.cli.command_environment import CommandEnvironment, open_environment
+from deletion_service.clock_text import rfc3339
 from deletion_service.dlq import operations as dlq_mod
 from deletion_service.dlq.marker import MarkerKey
 from deletion_service.dlq.reasons import unknown_reason
@@ -88,9 +89,18 @@ def list_parked(
         entries = dlq_mod.list_dlq(env.broker, scope(env, namespace), MarkerKey.read(env.store), limit,
                                    None if chosen.empty else chosen)
     if opts.json:
-        typer.echo(json.dumps([e.to_json() for e in entries], indent=2))
+        typer.echo(json.dumps([entry_json(e) for e in entries], indent=2))
         return
     ui.show_table(parked_table(entries), opts.wide)
+
+
+def entry_json(entry: dlq_mod.DlqEntry) -> dict:
+    """A parked request as ``dlq list --json`` prints it: its moment as RFC 3339 in UTC, as every moment
+    in the CLI's JSON (the request itself is the wire format, ``markedAt`` in epoch ms)."""
+    out = entry.to_json()
+    if isinstance(out.get("publishedAt"), int):
+        out["publishedAt"] = rfc3339(out["publishedAt"])
+    return out
 
 
 def parked_table(entries: list[dlq_mod.DlqEntry]) -> Table:

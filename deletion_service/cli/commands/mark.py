@@ -12,7 +12,7 @@ from rich.table import Table
 
 from deletion_service.broker.interface import display_message_id
 from deletion_service.broker.publisher import route
-from deletion_service.cli import connections, options, settings, ui
+from deletion_service.cli import connections, known_names, options, settings, ui
 from deletion_service.cli.commands import enqueue_checks
 from deletion_service.config import DeletionConfig
 from deletion_service.errors import UsageError, UserError
@@ -46,6 +46,18 @@ def _single_request(topic: str | None, ledger_id: int | None, component: Compone
         return enqueue_mod.single_request(topic, ledger_id, component.value, cursor, schema_id)
     except UserError as e:  # a disagreement between the fields, e.g. a schema id of another topic
         raise UsageError(str(e).replace("payload: Value error, ", "").replace("Value error, ", "")) from e
+
+
+def _doubts(opts: options.CommonOptions, cfg: DeletionConfig, request: PendingDeleteLedgerInfo, typed: str | None,
+            dry_run: bool, allow_missing_topic: bool) -> list[str]:
+    """What is doubtful about the one request (:mod:`.enqueue_checks`); a topic the store does not have is
+    refused, and a short name is said as Pulsar resolves it (``bad`` is ``persistent://public/default/bad``)."""
+    try:
+        return enqueue_checks.warnings(opts, cfg, request, dry_run, allow_missing_topic)
+    except UserError as e:
+        if typed is not None and typed != request.topic_name:
+            raise UserError(f"{e} (--topic {typed} means {request.topic_name}, as in Pulsar)") from e
+        raise
 
 
 def _report_sent(as_json: bool, ids: list[str], destinations: list[str], doubts: list[str]) -> None:
@@ -97,7 +109,8 @@ def register(app: typer.Typer) -> None:
     def enqueue(
         ctx: typer.Context,
         topic: Annotated[str | None, typer.Option("--topic", "-t", help="persistent://tenant/ns/topic")] = None,
-        ledger_id: Annotated[int | None, typer.Option(min=0, help="the BookKeeper ledger to delete")] = None,
+        ledger_id: Annotated[int | None, typer.Option(
+            min=0, metavar="N", help="the BookKeeper ledger to delete")] = None,
         component: Annotated[Component, typer.Option(
             case_sensitive=False, metavar="KIND", show_choices=False, show_default=False,
             help="MANAGED_LEDGER (default), MANAGED_CURSOR, SCHEMA_STORAGE, COMPACTED_LEDGER (the topic is the "
@@ -107,6 +120,10 @@ def register(app: typer.Typer) -> None:
         schema_id: Annotated[str | None, typer.Option(help="schema id, for SCHEMA_STORAGE")] = None,
         from_file: Annotated[Path | None, typer.Option(help="JSON Lines of PendingDeleteLedgerInfo")] = None,
         dry_run: Annotated[bool, typer.Option("--dry-run", help="show what would be sent; send nothing")] = False,
+        allow_missing_topic: Annotated[bool, typer.Option(
+            "--allow-missing-topic",
+            help="send even though the metadata store has no such topic (a deleted topic's leftover ledger); "
+                 "without it such a topic is refused, naming the closest one")] = False,
     ) -> None:
         opts = options.get(ctx)
         if from_file is not None:
@@ -116,53 +133,57 @@ def register(app: typer.Typer) -> None:
         else:
             requests = [_single_request(topic, ledger_id, component, cursor, schema_id)]
         cfg = settings.load(opts).config
-        doubts = enqueue_checks.warnings(opts, cfg, requests[0], dry_run) if from_file is None else []
+        doubts = _doubts(opts, cfg, requests[0], topic, dry_run, allow_missing_topic) if from_file is None else []
         if dry_run:
             _report_dry_run(opts.json, cfg, requests, doubts)
             return
         sent, destinations = _send(opts, cfg, requests)
         _report_sent(opts.json, [display_message_id(i) for i in sent], destinations, doubts)
 
-    @app.command(help="The mark phase for one managed ledger (for topics no broker owns).")
-    def trim(
-        ctx: typer.Context,
-        topic: Annotated[str, typer.Option("--topic", "-t", help="persistent://tenant/ns/topic")],
-        dry_run: Annotated[bool, typer.Option(help="show what would be picked; send and write nothing")] = False,
-        offline: Annotated[bool, typer.Option(help="you assert no broker serves this topic")] = False,
-    ) -> None:
-        opts = options.get(ctx)
-        topic = options.topic(topic)
-        cfg = settings.load(opts).config
-        if not cfg.topic_two_phase_deletion_enabled:
-            raise UserError("topicTwoPhaseDeletionEnabled is false: trim would not announce its deletions")
-        fallback = OffloadLocation.from_settings(
-            cfg.managed_ledger_offload_driver, cfg.managed_ledger_offload_bucket, cfg.managed_ledger_offload_region,
-            cfg.managed_ledger_offload_service_endpoint)
-        with connections.open_metadata_store(opts, cfg, must_exist=True) as store:
-            if dry_run:
-                result = run_trim(store, topic, lambda rs: [""] * len(rs), offline=offline, dry_run=True,
-                                  offload_fallback=fallback)
-            else:
-                with connections.publisher(opts, cfg) as publisher, ui.progress(not opts.json) as bar:
-                    task = bar.add_task("sending requests", total=None)
-                    result = run_trim(store, topic, publisher.send_requests, offline=offline, offload_fallback=fallback,
-                                      write_within_s=cfg.two_phase_deletion_in_use_grace_seconds,
-                                      progress=lambda n, total: bar.update(task, completed=n, total=total))
-        if opts.json:
-            typer.echo(json.dumps({**result.to_json(), "dryRun": dry_run}))
-            return
-        table = Table(title=f"trim {result.topic}" + (" (dry run)" if dry_run else ""), show_header=False)
-        table.add_row("picked", ui.ids(result.picked) or "none")
-        if not dry_run:
-            table.add_row("removed from the ledger list", ui.ids(result.removed) or "none")
-            table.add_row("metadata writes", str(result.metadata_writes))
-        if result.not_sent:
-            table.add_row("not sent (kept)", ui.ids(result.not_sent))
-        for kept in result.kept:
-            table.add_row(f"[yellow]kept {kept.ledger_id}", kept.why)
-        if result.note:
-            table.add_row("note", result.note)
-        if result.aborted:
-            table.add_row("[red]aborted", result.aborted)
-        ui.show_table(table, opts.wide)
+    app.command(help="The mark phase for one managed ledger (for topics no broker owns).")(trim)
 
+
+def trim(
+    ctx: typer.Context,
+    topic: Annotated[str, typer.Option("--topic", "-t", help="persistent://tenant/ns/topic")],
+    dry_run: Annotated[bool, typer.Option(help="show what would be picked; send and write nothing")] = False,
+    offline: Annotated[bool, typer.Option(help="you assert no broker serves this topic")] = False,
+) -> None:
+    opts = options.get(ctx)
+    topic = options.topic(topic)
+    cfg = settings.load(opts).config
+    if not cfg.topic_two_phase_deletion_enabled:
+        raise UserError("topicTwoPhaseDeletionEnabled is false: trim would not announce its deletions")
+    fallback = OffloadLocation.from_settings(
+        cfg.managed_ledger_offload_driver, cfg.managed_ledger_offload_bucket, cfg.managed_ledger_offload_region,
+        cfg.managed_ledger_offload_service_endpoint)
+    with connections.open_metadata_store(opts, cfg, must_exist=True) as store:
+        missing = known_names.missing_topic(store, topic)  # the closest name, as enqueue gives it
+        if missing is not None:
+            raise UserError(f"{missing}: nothing to trim")
+        if dry_run:
+            result = run_trim(store, topic, lambda rs: [""] * len(rs), offline=offline, dry_run=True,
+                              offload_fallback=fallback)
+        else:
+            with connections.publisher(opts, cfg) as publisher, ui.progress(not opts.json) as bar:
+                task = bar.add_task("sending requests", total=None)
+                result = run_trim(store, topic, publisher.send_requests, offline=offline, offload_fallback=fallback,
+                                  write_within_s=cfg.two_phase_deletion_in_use_grace_seconds,
+                                  progress=lambda n, total: bar.update(task, completed=n, total=total))
+    if opts.json:
+        typer.echo(json.dumps({**result.to_json(), "dryRun": dry_run}))
+        return
+    table = Table(title=f"trim {result.topic}" + (" (dry run)" if dry_run else ""), show_header=False)
+    table.add_row("picked", ui.ids(result.picked) or "none")
+    if not dry_run:
+        table.add_row("removed from the ledger list", ui.ids(result.removed) or "none")
+        table.add_row("metadata writes", str(result.metadata_writes))
+    if result.not_sent:
+        table.add_row("not sent (kept)", ui.ids(result.not_sent))
+    for kept in result.kept:
+        table.add_row(f"[yellow]kept {kept.ledger_id}", kept.why)
+    if result.note:
+        table.add_row("note", result.note)
+    if result.aborted:
+        table.add_row("[red]aborted", result.aborted)
+    ui.show_table(table, opts.wide)

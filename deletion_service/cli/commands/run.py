@@ -25,6 +25,7 @@ from deletion_service.cursor import epoch_metrics as cursor_metrics
 from deletion_service.daemon.run import Daemon
 from deletion_service.delete_phase.process.child import DeleteProcessDied, DeleteProcessSpec
 from deletion_service.delete_phase.process.choice import use_delete_process
+from deletion_service.embedded import daemon_record
 from deletion_service.embedded.supervisor import BrokerSupervisor
 from deletion_service.errors import UsageError, UserError
 from deletion_service.inflight import NoBacklog
@@ -34,7 +35,7 @@ from deletion_service.service import LedgerDeletionService
 from metastore.interface import MetadataStore
 from offloaders.registry import OffloaderSettings
 
-_log = logging.getLogger("ledger_deletion.run")
+_log = logging.getLogger("deletion_service.run")
 
 #: How long the daemon's start waits for its delete process (importing, then connecting to the stores).
 START_WAIT_S = 30.0
@@ -99,6 +100,7 @@ def register(app: typer.Typer) -> None:
                             namespaces=served, drain_cluster_topics=drain)
             admin = start_admin(env, service, admin_address, daemon.liveness,
                                 lambda: daemon.leak_watcher.status() if daemon.leak_watcher is not None else None)
+            _record_admin(opts, admin)
             previous = {sig: signal.signal(sig, lambda *_: daemon.stop_event.set())
                         for sig in (signal.SIGTERM, signal.SIGINT)}
             try:
@@ -121,12 +123,23 @@ def register(app: typer.Typer) -> None:
             finally:
                 _log.info("stopping: finishing the batch in hand")
                 daemon.stop()
+                daemon_record.remove(opts.data_dir)
                 admin.stop()
                 audit.close()
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
             _log.info("stopped")
         raise typer.Exit(code)
+
+
+def _record_admin(opts: options.CommonOptions, admin: AdminServer) -> None:
+    """Beside the data dir's lock, where this daemon's admin API listens: ``status`` run on the same
+    data dir finds it on any port.  A data dir that cannot take the record costs only that."""
+    try:
+        daemon_record.write(opts.data_dir, admin.host, admin.port, admin.url)
+    except OSError as e:
+        _log.warning("cannot record the admin address in %s (%s): `status` needs --admin-address %s:%d",
+                     opts.data_dir, e.strerror or e, admin.host, admin.port)
 
 
 def _against(opts: options.CommonOptions, created_data_dir: bool) -> str:

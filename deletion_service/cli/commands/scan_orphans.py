@@ -101,14 +101,18 @@ def scan_orphans(
     if enqueue and sources is not None:
         _refuse_a_store_without_pulsar(opts, cfg)
     with console.status("starting Spark…") as status:
+        if not console.is_terminal:  # a log reads what the scan does from its first second to its last
+            _line_printer(console)("scan-orphans [0 s] starting Spark")
         spark = session(spark_master, debug=opts.debug, conf=conf)
         show = status.update if console.is_terminal else _line_printer(console)
         progress = ScanProgress(spark.sparkContext, show, console.is_terminal).start()
         try:
             outcome = run_scan(spark, sources, min_age_s, target, snapshot, step=progress.step)
+            if enqueue:
+                progress.step("enqueueing the orphans")
             enqueued = _enqueue(opts, cfg, outcome) if enqueue else None
         finally:
-            progress.stop()
+            progress.stop("stopping Spark")
             spark.stop()
     if reports_dir is not None and target is not None:
         reports.finish(reports_dir, target, keep_reports)
@@ -217,15 +221,16 @@ def _print(opts: CommonOptions, outcome: ScanOutcome, enqueued: dict | None, out
         table.add_row("enqueued", str(enqueued["sent"]))
         for why, n in enqueued["skipped"].items():
             table.add_row("[yellow]not enqueued", f"{n}: {why}")
-    console.print(table)
+    ui.show_table(table, opts.wide, console)
     for line in missing_lines(listed, summary.missing_ledgers):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     if output is not None:
         console.print(f"Report: {output / 'report.html'}", soft_wrap=True)  # a path is never cut
     else:
-        console.print("Add --output DIR for the Parquet tables and report.html.")
+        console.print("Add --output DIR for the Parquet tables and report.html.", soft_wrap=True)
     if enqueued is None and summary.orphan_ledgers:
-        console.print("Dry run: nothing was sent. Add --enqueue to have the daemon verify and delete them.")
+        console.print("Dry run: nothing was sent. Add --enqueue to have the daemon verify and delete them.",
+                      soft_wrap=True)
 
 
 #: Missing ledgers named in the output (a CronJob's log): the rest are in missing_ledgers.parquet.

@@ -12,8 +12,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from deletion_service.cli import options
+from deletion_service.cli import options, ui
 from deletion_service.clock_text import local_moment
+from deletion_service.embedded import daemon_record
 from deletion_service.errors import UserError
 
 
@@ -22,23 +23,45 @@ def register(app: typer.Typer) -> None:
                      "errors, and whether its dependencies answer (reads the daemon's /status).")(status)
 
 
-def fetch(address: str, timeout_s: float = 5.0) -> dict[str, Any]:
+#: Where a daemon listens when neither --admin-address nor the data dir's record says.
+DEFAULT_ADDRESS = "127.0.0.1:8090"
+
+
+def fetch(address: str, timeout_s: float = 5.0, why_here: str = "") -> dict[str, Any]:
     url = f"http://{address}/status"
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as r:
             return json.loads(r.read())
     except (urllib.error.URLError, OSError, ValueError) as e:
         reason = getattr(e, "reason", e)
-        raise UserError(f"no daemon answers at {url} ({reason}); is `ledger-deletion run` running? "
-                        "Give its --admin-address") from e
+        raise UserError(f"no daemon answers at {url} ({reason}){why_here}; is `ledger-deletion run` running? "
+                        "Give its --admin-address, or the --data-dir it runs on") from e
+
+
+def admin_address_of(opts: options.CommonOptions, given: str | None) -> tuple[str, str, bool]:
+    """The daemon to ask, and why there: ``--admin-address``; else the address the data dir's daemon
+    recorded beside its lock (any port); else the default, saying why the record was not used (none,
+    or a stale one whose pid no longer runs: its port may be another program's by now).  The third value:
+    a stale record was ignored (a daemon that answers at the default is then said not to be the record's)."""
+    if given is not None:
+        return given, "", False
+    found = daemon_record.find(opts.data_dir)
+    if found.record is not None:
+        return found.record.admin_address, f" (recorded by {found.note})", False
+    return DEFAULT_ADDRESS, f" (the default: {found.note})", daemon_record.path_of(opts.data_dir).exists()
 
 
 def status(
     ctx: typer.Context,
-    admin_address: Annotated[str, typer.Option(help="HOST:PORT of the daemon's admin API")] = "127.0.0.1:8090",
+    admin_address: Annotated[str | None, typer.Option(
+        help="HOST:PORT of the daemon's admin API [default: where the --data-dir's daemon recorded it listens, "
+             f"else {DEFAULT_ADDRESS}]", show_default=False)] = None,
 ) -> None:
     opts = options.get(ctx)
-    answer = fetch(admin_address)
+    admin_address, why_here, stale = admin_address_of(opts, admin_address)
+    answer = fetch(admin_address, why_here=why_here)
+    if stale:
+        ui.warn(f"answered by the daemon at the default {admin_address}{why_here}", opts.json)
     if opts.json:
         typer.echo(json.dumps(answer, indent=2))
         return
@@ -48,27 +71,27 @@ def status(
     for key, value in in_hand.items():
         if key != "heldBy":
             hand.add_row(key, "—" if value is None else str(value))
-    console.print(hand)
+    ui.show_table(hand, opts.wide, console)
     if in_hand.get("heldBy"):
-        console.print(_held_table(in_hand["heldBy"]))
-    console.print(_watcher_line(answer.get("leakWatcher") or {}))
+        ui.show_table(_held_table(in_hand["heldBy"]), opts.wide, console)
+    console.print(_watcher_line(answer.get("leakWatcher") or {}), soft_wrap=True)
     console.print(undelivered_line(answer.get("undelivered") or {}), soft_wrap=True)
     deps = Table(title="dependencies")
     deps.add_column("dependency")
     deps.add_column("state")
     for name, state in answer.get("dependencies", {}).items():
         deps.add_row(name, "[green]ok[/]" if state == "ok" else f"[red]{state}[/]")
-    console.print(deps)
+    ui.show_table(deps, opts.wide, console)
     problems = answer.get("recentProblems", [])
     if not problems:
-        console.print("no warnings or errors lately")
+        console.print("no warnings or errors lately", soft_wrap=True)
         return
     recent = Table(title="last warnings and errors")
     for column in ("time", "level", "message"):
         recent.add_column(column)
     for p in problems[-10:]:
         recent.add_row(p["ts"], p["level"], p["msg"])
-    console.print(recent)
+    ui.show_table(recent, opts.wide, console)
 
 
 def undelivered_line(state: dict[str, Any]) -> str:

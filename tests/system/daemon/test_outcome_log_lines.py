@@ -1,6 +1,6 @@
 """The daemon's outcome lines, through the real ``ledger-deletion run`` on the session's ZooKeeper and
 pulsar-lite: routine outcomes (deleted, absent) are one INFO line per batch, topic and outcome naming
-every ledger; any other outcome (here a dead letter) keeps a line of its own."""
+every ledger; dead letters one WARNING line per batch and reason."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def _acked(port: int, outcome: str) -> float:
     return metric(text, f'pulsar_ledger_deletion_acked_total{{outcome="{outcome}"}}') or 0.0
 
 
-def test_a_batch_of_deletions_is_one_line_naming_every_ledger_and_a_dead_letter_keeps_its_own(
+def test_a_batch_of_deletions_is_one_line_naming_every_ledger_and_a_dead_letter_is_counted_in_its_own(
         zookeeper, pulsar_broker: PulsarLiteBroker, tmp_path: Path) -> None:  # noqa: ANN001
     url = f"{zookeeper.url}/lines-{uuid.uuid4().hex[:8]}"
     with open_store(url) as store:
@@ -87,7 +87,11 @@ def test_a_batch_of_deletions_is_one_line_naming_every_ledger_and_a_dead_letter_
         assert len(routine) < len(ids), routine  # a batch's ledgers share a line
         for x in routine:  # the text names each id, so `grep -w 523` finds its line
             assert (x["topic"], x["ledgerType"], x["count"]) == (TOPIC, "LEDGER", len(x["ledgers"])), x
-            assert x["msg"] == f"{outcome} {x['count']} ledger(s) of {TOPIC}: " + ", ".join(map(str, x["ledgers"]))
-    [dead] = [x for x in lines if x.get("outcome") == "dlq"]
-    assert dead["level"] == "warning" and re.fullmatch(r"\d+:\d+(:\d+){0,2}", dead["messageId"]), dead
-    assert dead["msg"].startswith(f"message {dead['messageId']}: dlq ("), dead
+            said = (f"deleted {x['count']} ledger(s) of {TOPIC}" if outcome == "deleted" else
+                    f"{x['count']} ledger(s) of {TOPIC} already gone from storage, nothing to delete (requests "
+                    "acknowledged)")
+            assert x["msg"] == f"{said}: " + ", ".join(map(str, x["ledgers"]))
+    [dead] = [x for x in lines if x.get("outcome") == "dlq"]  # a line per batch and DLQ reason, with the count
+    assert dead["level"] == "warning" and dead["count"] == 1 and dead["reason"] == "invalid-request", dead
+    assert re.match(r"parked 1 request\(s\) in the DLQ, reason invalid-request \(first: .*\): message "
+                    r"\d+:\d+(:\d+){0,2};", dead["msg"]), dead

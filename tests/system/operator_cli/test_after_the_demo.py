@@ -144,7 +144,7 @@ def test_held_requests_say_why_and_until_when_and_the_figures_agree(after_demo: 
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
-    summary = [line for line in err.splitlines() if "ledger_deletion.summary" in line]
+    summary = [line for line in err.splitlines() if "deletion_service.daemon.summary" in line]
     assert summary and re.search(r"3 not yet due \(not-yet 3 until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\)", summary[0]), \
         summary[:1]  # before the requeue (the requeued request, its ledger still open, waits too: 4)
 

@@ -164,10 +164,13 @@ def test_an_unknown_ledger_deletion_env_variable_is_an_error(tmp_path: Path) -> 
     assert json.loads(r.stdout)["minLedgerAgeSeconds"]["value"] == 5
 
 
-def test_enqueue_warns_about_a_topic_or_ledger_that_exists_nowhere_and_dry_run_sends_nothing(
+def test_enqueue_refuses_a_topic_that_exists_nowhere_warns_about_a_missing_ledger_and_dry_run_sends_nothing(
         world: Path, tmp_path: Path) -> None:
     typo = TOPICS[1].replace("orders-partition", "ordrs-partition")
     d = ["--data-dir", str(world)]
+    run_cli("enqueue", "--topic", typo, "--ledger-id", "8", "--dry-run", *d).assert_one_line_error(
+        1, f"did you mean {TOPICS[1]}?", "--allow-missing-topic")
+    d.append("--allow-missing-topic")  # a deleted topic's leftover ledger: sent, with the doubts said
     r = run_cli("enqueue", "--topic", typo, "--ledger-id", "8", "--dry-run", "--json", *d)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
