@@ -11,7 +11,10 @@ Driven by the environment (so a child process inherits them, as the soak's do)::
     LEDGER_DELETION_FAILPOINTS="delete.before-ack=kill@3,trim.after-write=kill"
 
 ``NAME=ACTION[@N]``: ``kill`` (SIGKILL this process), ``exit`` (exit 86 at
-once, no clean-up), ``raise`` (:class:`FailpointError`), ``sleep:SECONDS``;
+once, no clean-up), ``raise`` (:class:`FailpointError`), ``sleep:SECONDS``,
+``wait-for:PATH`` (hold here until the file PATH exists, at most :data:`WAIT_FOR_MAX_S`: a test
+lets the process go on once it has done what it needed done meanwhile, however loaded the
+machine, where a sleep only gives it time);
 ``@N`` acts on the N-th time the point is reached (default 1; ``@0`` every
 time).  Unknown names are reported by :func:`check` so a typo is not a soak
 that silently proves nothing.
@@ -29,6 +32,9 @@ from dataclasses import dataclass
 
 ENV = "LEDGER_DELETION_FAILPOINTS"
 EXIT_CODE = 86
+#: ``wait-for:PATH`` goes on after this long even without the file (a test that failed never writes it).
+WAIT_FOR_MAX_S = 300.0
+_USAGE = "expected NAME=kill|exit|raise|sleep:SECONDS|wait-for:PATH[@N]"
 
 #: Every failpoint, in the order a request meets them, and where it is.
 POINTS: dict[str, str] = {
@@ -59,9 +65,10 @@ class FailpointError(RuntimeError):
 
 @dataclass
 class _Action:
-    what: str  # kill | exit | raise | sleep
+    what: str  # kill | exit | raise | sleep | wait-for
     nth: int = 1
     seconds: float = 0.0
+    path: str = ""
     hits: int = 0
 
 
@@ -77,12 +84,14 @@ def parse(text: str) -> tuple[dict[str, _Action], list[str]]:
             problems.append(f"unknown failpoint {name!r} (known: {', '.join([*POINTS, *WATCHER_POINTS])})")
             continue
         try:
-            action = _Action(what, int(nth) if nth else 1, float(arg) if arg else 0.0)
+            seconds = float(arg) if arg and what == "sleep" else 0.0
+            action = _Action(what, int(nth) if nth else 1, seconds, arg if what == "wait-for" else "")
         except ValueError:
-            problems.append(f"{item!r}: expected NAME=kill|exit|raise|sleep:SECONDS[@N]")
+            problems.append(f"{item!r}: {_USAGE}")
             continue
-        if what not in ("kill", "exit", "raise", "sleep") or action.nth < 0:
-            problems.append(f"{item!r}: expected NAME=kill|exit|raise|sleep:SECONDS[@N]")
+        known = what in ("kill", "exit", "raise", "sleep") or (what == "wait-for" and bool(arg))
+        if not known or action.nth < 0:
+            problems.append(f"{item!r}: {_USAGE}")
             continue
         active[name] = action
     return active, problems
@@ -139,5 +148,9 @@ def _reach(name: str) -> None:
         os._exit(EXIT_CODE)
     elif action.what == "raise":
         raise FailpointError(f"failpoint {name}")
+    elif action.what == "wait-for":
+        deadline = time.monotonic() + WAIT_FOR_MAX_S
+        while not os.path.exists(action.path) and time.monotonic() < deadline:
+            time.sleep(0.05)
     else:
         time.sleep(action.seconds)

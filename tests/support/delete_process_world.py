@@ -26,6 +26,31 @@ from tests.support.replicas_world import Replica, ReplicaWorld
 #: What the daemon's log says once its delete process runs (its start line names the child's pid).
 STARTED = "BookKeeper requests decided in"
 
+#: The daemon's log line once a gate holds its delete process's batch (``failpoint NAME: wait-for``).
+HELD = "failpoint delete.before-storage: wait-for"
+
+
+@dataclass(frozen=True)
+class Gate:
+    """A failpoint that holds a delete process where it is named until the test opens the gate: the
+    test does what it must while the batch is held, however loaded the machine.  (A ``sleep`` only gave
+    it time: a test that was late found the batch deleted.)  Every delete process of the daemon, the
+    ones that replace a killed child too, stops at it once, until it is open."""
+
+    path: Path
+
+    def at(self, point: str = "delete.before-storage") -> str:
+        """The failpoint spec for ``started``."""
+        return f"{point}=wait-for:{self.path}@1"
+
+    def open(self) -> None:
+        self.path.touch()
+
+
+def gate(world: ReplicaWorld, name: str = "gate") -> Gate:
+    return Gate(world.root / name)
+
+
 
 @dataclass
 class DeleteProcessWorld(ReplicaWorld):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,17 @@ def test_every_reach_with_at_zero() -> None:
     for _ in range(3):
         with pytest.raises(FailpointError):
             failpoint("broker.starting")
+
+
+def test_wait_for_holds_until_its_file_exists(tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    assert failpoints.configure(f"delete.before-ack=wait-for:{go}") == []
+    passed = threading.Event()
+    waiter = threading.Thread(target=lambda: (failpoint("delete.before-ack"), passed.set()))
+    waiter.start()
+    assert not passed.wait(0.3)  # held: no file yet
+    go.touch()
+    assert passed.wait(10)
+    waiter.join()
+    assert failpoints.configure("delete.before-ack=wait-for:") == ["'delete.before-ack=wait-for:': expected NAME="
+                                                                    "kill|exit|raise|sleep:SECONDS|wait-for:PATH[@N]"]

@@ -172,8 +172,10 @@ def test_acks_a_killed_broker_never_persisted_are_not_settled_twice(
     url = f"sqlite:///{data_dir / 'metadata.db'}"
     ids = range(1, 21)
     seed(url, ids)
-    # the first ack waits 5 s: time to freeze the broker, so every ack goes into a socket nobody reads
-    monkeypatch.setenv("LEDGER_DELETION_FAILPOINTS", "delete.before-ack=sleep:5")
+    # the first ack waits until the broker is frozen, so every ack goes into a socket nobody reads
+    # (a fixed sleep was a race on a loaded machine: acks taken by the live broker are never redelivered)
+    go = tmp_path / "broker-frozen"
+    monkeypatch.setenv("LEDGER_DELETION_FAILPOINTS", f"delete.before-ack=wait-for:{go}")
     proc, port = _daemon_up(data_dir)
     monkeypatch.delenv("LEDGER_DELETION_FAILPOINTS")
     try:
@@ -185,6 +187,7 @@ def test_acks_a_killed_broker_never_persisted_are_not_settled_twice(
         assert old is not None
         os.kill(old.pid, signal.SIGSTOP)
         unread_at_freeze = _unread_bytes(old.pid)
+        go.touch()
         deleted = 'pulsar_ledger_deletion_acked_total{outcome="deleted"}'
         wait_until(lambda: metric(scrape(port), deleted) == 20, 60, "the daemon to ack into the frozen broker",
                    proc=proc)

@@ -16,12 +16,14 @@ from pathlib import Path
 import pytest
 
 from tests.support.delete_process_world import (
+    HELD,
     STARTED,
     DeleteProcessWorld,
     all_children,
     children_of,
     cut_zookeeper,
     delete_process,
+    gate,
     gone,
     log,
     next_child,
@@ -40,9 +42,6 @@ from tests.support.replicas_world import Replica
 
 __all__ = ["world"]
 
-HELD = "failpoint delete.before-storage: sleep"
-
-
 def _deleted_once(world: DeleteProcessWorld, timeout: float = 60) -> None:
     world.wait_drained(timeout)
     deleted = world.deletions()
@@ -55,10 +54,12 @@ def test_sigkill_of_the_daemon_while_the_child_holds_a_batch_ends_the_child_befo
     """The daemon dies (OOM, node loss) while its child holds a verified batch: the child must not go on
     deleting for a daemon that can no longer record or ack (nobody's audit trail would say who deleted)."""
     [daemon] = world.add_replicas(1)
-    child = started(world, daemon, "delete.before-storage=sleep:4@1")
+    held = gate(world)
+    child = started(world, daemon, held.at())
     world.enqueue(world.orphans(20))
     wait_until(lambda: HELD in log(world, daemon), 30, "a batch in the child")
     assert daemon.stop(signal.SIGKILL) == -signal.SIGKILL
+    held.open()  # the child, were it still there, would delete now
     wait_until(lambda: gone(child), 10, "the delete process gone with its daemon")
     assert sorted(world.left()) == world.ledgers, "the orphaned child deleted after its daemon died"
 
@@ -78,11 +79,12 @@ def test_sigterm_while_the_child_is_starting_ends_both_in_time(world: DeleteProc
 @pytest.mark.slow
 def test_a_child_killed_each_time_it_starts_costs_nothing_but_time(world: DeleteProcessWorld) -> None:
     """Five children SIGKILLed in a row (at once after they appear, before or during their start): the
-    daemon keeps its requests, and a sixth child deletes them all once.  Each child sleeps before its first
-    delete, so each kill lands before any: one CI run killed the first child between its deletes and its
-    answer (a loaded machine let it get that far), and its batch was then found, and recorded, absent."""
+    daemon keeps its requests, and a sixth child deletes them all once.  Each child is held at a gate before
+    its first delete until the kills are done, so each kill lands before any (a child killed between its
+    deletes and its answer has its batch found, and recorded, absent: another test's subject)."""
     [daemon] = world.add_replicas(1)
-    child = started(world, daemon, "delete.before-storage=sleep:5@1")
+    held = gate(world)
+    child = started(world, daemon, held.at())
     world.enqueue(world.orphans(30))
     killed = {child}
     for _ in range(5):
@@ -90,6 +92,7 @@ def test_a_child_killed_each_time_it_starts_costs_nothing_but_time(world: Delete
         child = next_child(daemon, child)
         world.children_seen.add(child)
         killed.add(child)
+    held.open()
     _deleted_once(world, 120)
     assert daemon.running() and len(killed) == 6
 
@@ -98,11 +101,13 @@ def test_a_child_whose_zookeeper_session_expired_holding_a_batch_recovers(world:
     """The child is stopped past its ZooKeeper session (10 s) while it holds a verified batch: its
     session expires, then it resumes and must still delete every ledger once (none lost, none parked)."""
     [daemon] = world.add_replicas(1)
-    child = started(world, daemon, "delete.before-storage=sleep:1@1")
+    held = gate(world)
+    child = started(world, daemon, held.at())
     world.enqueue(world.orphans(20))
     wait_until(lambda: HELD in log(world, daemon), 30, "a batch in the child")
     with stopped(child):
         wait_sessions_expired(child, zookeeper_port(world))
+        held.open()  # it goes on with its batch the moment it resumes
     _deleted_once(world)
     assert daemon.running()
     assert not [r for rep in world.replicas for r in rep.audit() if r["outcome"] == "dead-lettered"]
@@ -111,16 +116,20 @@ def test_a_child_whose_zookeeper_session_expired_holding_a_batch_recovers(world:
 def test_the_childs_zookeeper_connections_cut_over_and_over_lose_nothing(world: DeleteProcessWorld) -> None:
     """Reset the child's ZooKeeper connections (only its) every 0.2 s while it drains: deletes in flight
     come back unknown and are read back; nothing deleted twice, nothing lost.  The first batch waits 1 s in
-    the child before its deletes, so the cuts begin while it works however quick the rest of the drain is."""
+    the child at a gate until the first cut, so the cuts begin while it works however quick the rest of
+    the drain is."""
     [daemon] = world.add_replicas(1)
-    child = started(world, daemon, "delete.before-storage=sleep:1@1")
+    held = gate(world)
+    child = started(world, daemon, held.at())
     port = zookeeper_port(world)
     world.enqueue(world.orphans(300))
+    wait_until(lambda: HELD in log(world, daemon), 30, "a batch in the child")
     cuts = 0
     deadline = time.monotonic() + 30
     while world.left() and time.monotonic() < deadline:
         # the child of now: a loaded machine may have the daemon start a new one (the cuts are its too)
         cuts += cut_zookeeper(delete_process(daemon) or child, port)
+        held.open()
         time.sleep(0.2)
     _deleted_once(world, 90)
     assert cuts > 0
@@ -133,11 +142,13 @@ def test_a_child_killed_with_the_next_batch_queued_loses_neither_batch(world: De
     batches must come back (reconsumed or decided by the new child), none stranded unacked in the daemon."""
     world.config.write_text(world.config.read_text() + "twoPhaseDeletionBatchSize = 10\n")
     [daemon] = world.add_replicas(1)
-    child = started(world, daemon, "delete.before-storage=sleep:5@1")
+    held = gate(world)
+    child = started(world, daemon, held.at())
     world.enqueue(world.orphans(60))
     wait_until(lambda: HELD in log(world, daemon), 30, "a batch in the child")
     wait_until(lambda: received(daemon) > 10, 30, "the next batch taken in behind the held one", interval=0.1)
     os.kill(child, signal.SIGKILL)
+    held.open()
     _deleted_once(world, 60)
     wait_acked(world, module_pulsar_lite)
     assert daemon.running()
@@ -147,11 +158,13 @@ def test_the_daemon_stopped_past_its_sessions_while_the_child_holds_a_batch_reco
     """The daemon (not the child) is stopped 14 s, past its ZooKeeper session, while its child decides a
     batch and sends back its results: resumed, it settles every request once."""
     [daemon] = world.add_replicas(1)
-    started(world, daemon, "delete.before-storage=sleep:1@1")
+    held = gate(world)
+    started(world, daemon, held.at())
     world.enqueue(world.orphans(20))
     wait_until(lambda: HELD in log(world, daemon), 30, "a batch in the child")
     assert daemon.proc is not None
     with stopped(daemon.proc.pid):
+        held.open()  # the child decides its batch and sends back its results to a daemon stopped
         wait_sessions_expired(daemon.proc.pid, zookeeper_port(world))
     _deleted_once(world)
     assert daemon.running()
@@ -159,11 +172,13 @@ def test_the_daemon_stopped_past_its_sessions_while_the_child_holds_a_batch_reco
 
 def test_two_replicas_each_with_a_child_one_child_killed_mid_batch(world: DeleteProcessWorld) -> None:
     first, second = world.add_replicas(2)
-    victim = started(world, first, "delete.before-storage=sleep:3@1")
-    started(world, second, "delete.before-storage=sleep:3@1")
+    held = gate(world)
+    victim = started(world, first, held.at())
+    started(world, second, held.at())
     world.enqueue(world.orphans(200))
     wait_until(lambda: HELD in log(world, first), 30, "a batch in the first replica's child")
     os.kill(victim, signal.SIGKILL)
+    held.open()
     _deleted_once(world, 90)
     assert first.running() and second.running()
 
