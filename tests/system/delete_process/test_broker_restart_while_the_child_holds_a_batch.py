@@ -13,10 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.delete_process_world import DeleteProcessWorld, delete_process, log, started, wait_acked
+from tests.support.delete_process_world import (
+    HELD,
+    DeleteProcessWorld,
+    delete_process,
+    gate,
+    log,
+    started,
+    wait_acked,
+)
 from tests.support.harness import PulsarLiteBroker, wait_until
-
-HELD = "failpoint delete.before-storage: sleep"
 
 
 @pytest.fixture
@@ -30,11 +36,13 @@ def world(tmp_path: Path, zk_url: str, own_pulsar_lite: PulsarLiteBroker) -> Ite
 def test_a_broker_restarted_while_the_child_holds_a_batch_loses_and_repeats_nothing(
         world: DeleteProcessWorld, own_pulsar_lite: PulsarLiteBroker, sig: int) -> None:
     [daemon] = world.add_replicas(1)
-    started(world, daemon, "delete.before-storage=sleep:4@1")
+    held = gate(world)
+    started(world, daemon, held.at())
     world.enqueue(world.orphans(40))
     wait_until(lambda: HELD in log(world, daemon), 30, "a batch in the child")
     own_pulsar_lite.stop(sig)
     own_pulsar_lite.start()
+    held.open()
     world.wait_drained(60)
     deleted = world.deletions()
     assert set(deleted) == set(world.ledgers)

@@ -18,7 +18,7 @@ import pytest
 
 from deletion_service.delete_phase.process.choice import usable_cpus, use_delete_process
 from deletion_service.errors import UsageError
-from tests.support.delete_process_world import delete_process, gone
+from tests.support.delete_process_world import HELD, delete_process, gate, gone
 from tests.support.harness import PulsarLiteBroker, wait_until
 from tests.support.replicas_world import Replica, ReplicaWorld
 
@@ -71,12 +71,14 @@ def test_the_daemon_decides_in_its_delete_process_which_dies_with_it(world: Repl
 def test_a_delete_process_killed_alone_costs_its_batch_one_reconsume(world: ReplicaWorld) -> None:
     """The child is SIGKILLed holding a batch (a failpoint holds it before any delete): the daemon says
     so, reconsumes that batch (RETRY, 2 s here), starts a new child, and every ledger is deleted once
-    (the new child inherits the failpoint, and sleeps once more before it deletes)."""
+    (the new child inherits the failpoint: its gate is open by then)."""
     [daemon] = world.add_replicas(1)
-    first = _started(world, daemon, "delete.before-storage=sleep:10@1")
+    held = gate(world)
+    first = _started(world, daemon, held.at())
     world.enqueue(world.orphans(50))
-    wait_until(lambda: "failpoint delete.before-storage: sleep" in _log(world, daemon), 30, "a batch in the child")
+    wait_until(lambda: HELD in _log(world, daemon), 30, "a batch in the child")
     os.kill(first, signal.SIGKILL)
+    held.open()
     _deleted_once(world)
     log = _log(world, daemon)
     assert "the delete process died (killed by signal 9)" in log, log[-3000:]

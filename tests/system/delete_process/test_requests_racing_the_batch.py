@@ -9,25 +9,35 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tests.support.delete_process_world import STARTED, DeleteProcessWorld, delete_process, log, started, world
+from tests.support.delete_process_world import (
+    HELD,
+    STARTED,
+    DeleteProcessWorld,
+    delete_process,
+    gate,
+    log,
+    received,
+    started,
+    world,
+)
 from tests.support.harness import wait_until
 from tests.support.replica_tools import settled, start_with
 from tests.support.replicas_world import ROOT
 
 __all__ = ["world"]
 
-HELD = "failpoint delete.before-storage: sleep"
-
-
 def test_one_ledger_in_consecutive_batches_is_deleted_and_recorded_once(world: DeleteProcessWorld) -> None:
     """The first request is held in the child; the second for the same ledger arrives in the next batch,
     which the daemon may gather while the first is still undecided."""
     [daemon] = world.add_replicas(1)
-    started(world, daemon, "delete.before-storage=sleep:3@1")
+    held = gate(world)
+    started(world, daemon, held.at())
     [lid] = world.orphans(1)
     world.enqueue([lid])
     wait_until(lambda: HELD in log(world, daemon), 30, "the first batch in the child")
     world.enqueue([lid, *world.orphans(5)])
+    wait_until(lambda: received(daemon) >= 7, 30, "the second request taken in while the first is held")
+    held.open()
     world.wait_drained(60)
     wait_until(lambda: len(settled(world, lid)) >= 2, 30, "both requests settled")
     assert sorted(settled(world, lid)) == ["absent", "deleted"], settled(world, lid)

@@ -9,7 +9,9 @@ from __future__ import annotations
 import signal
 
 from tests.support.delete_process_world import (
+    HELD,
     DeleteProcessWorld,
+    gate,
     gone,
     log,
     sigterm_seconds,
@@ -29,15 +31,17 @@ def test_sigterm_with_the_delete_process_stopped_ends_the_daemon_in_time_and_lea
     pod is stopped.  SIGTERM must end the daemon within its 20 s bound, the child with it, and the batch's
     requests must come back to the next daemon (deleted once, none lost)."""
     [daemon] = world.add_replicas(1)
-    child = started(world, daemon, "delete.before-storage=sleep:2@1")
+    held = gate(world)
+    child = started(world, daemon, held.at())
     world.enqueue(world.orphans(20))
-    wait_until(lambda: "failpoint delete.before-storage: sleep" in log(world, daemon), 30, "a batch in the child")
+    wait_until(lambda: HELD in log(world, daemon), 30, "a batch in the child")
     with stopped(child):
         seconds, code = sigterm_seconds(daemon)
         child_left = not gone(child)
         child_state = state(child)
     assert seconds <= 20, (seconds, code, log(world, daemon)[-3000:])
     assert not child_left, (child_state, log(world, daemon)[-3000:])
+    held.open()
     daemon.start().wait_ready()
     world.wait_drained(60)
     assert all(n == 1 for n in world.deletions().values()), world.deletions()
@@ -57,10 +61,12 @@ def test_a_stopped_child_continued_after_its_daemon_died_deletes_nothing(world: 
     """Stopped holding a verified batch, its daemon SIGKILLed, then continued: it must die without deleting
     (nobody would record or ack those deletes)."""
     [daemon] = world.add_replicas(1)
-    child = started(world, daemon, "delete.before-storage=sleep:1@1")
+    held = gate(world)
+    child = started(world, daemon, held.at())
     world.enqueue(world.orphans(20))
-    wait_until(lambda: "failpoint delete.before-storage: sleep" in log(world, daemon), 30, "a batch in the child")
+    wait_until(lambda: HELD in log(world, daemon), 30, "a batch in the child")
     with stopped(child):
         assert daemon.stop(signal.SIGKILL) == -signal.SIGKILL
+        held.open()  # continued, nothing holds it back from its deletes but its daemon's death
     wait_until(lambda: gone(child), 10, "the continued delete process gone")
     assert sorted(world.left()) == world.ledgers
