@@ -7,9 +7,8 @@ carries ``ledgers``, a list, and ``count`` instead of ``ledger``).
 
 The delete phase's INFO lines are the operator's view of it (a line per batch, topic and
 routine outcome naming every ledger, and a line per request for any other outcome:
-``delete_phase/consumer/disposer.py``), and each line used to be its own ``write`` to stderr: a
-profile of the daemon draining requests found that write a sixth of the delete-phase
-thread's time.  So the thread
+``delete_phase/consumer/disposer.py``).  Were each line its own ``write`` to stderr, that write
+would take a sixth of the delete-phase thread's time (a profile of the daemon draining requests).  So the thread
 that settles a batch collects its INFO lines and writes them at once when the batch
 ends (:func:`one_write_per_batch`); a WARNING or worse is written at once, after the
 thread's lines before it, so the order of a thread's lines is kept.  What a batch

@@ -10,7 +10,7 @@ tests use their own and the daemon exposes :data:`REGISTRY`.
 ``pulsar_cursor_metadata_size_in_memory_bytes`` (per cursor) is what the
 cursor's whole state took at its last persist, and
 ``pulsar_cursor_metadata_max_persist_bytes`` the budget in force then, so the
-seed's alert is ``size > on() group_left max_persist``.
+proposal's alert is ``size > on() group_left max_persist``.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ HANDED_BACK (acked once its copy is on RETRY) and LEFT_UNACKED (the
 subscription redelivers it); a message the worker stops holding in any other
 stage is simply not acked, and the broker redelivers it.
 
-Two stages carry what used to be flags beside the table:
+Two stages carry gates that would otherwise be flags beside the table:
 
 * ``LANE_DECIDED``: a lane (the offload lane's threads, the delete process) decided the
   message, but it is still the lane's.  It has no publish, record or ack row, so the worker

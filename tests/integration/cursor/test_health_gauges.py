@@ -1,4 +1,4 @@
-"""Issue 31 point 3: the daemon's cursor-health gauges, read from a real ZooKeeper (a chroot of the
+"""The daemon's cursor-health gauges, read from a real ZooKeeper (a chroot of the
 session server): what ``cursor health`` says, per status; a series only for the cursors near or over
 the budget; a restricted daemon names only its own namespaces' cursors; a store that cannot be read
 keeps the last reading (a cursor near its budget must not look fine because ZooKeeper blinked).

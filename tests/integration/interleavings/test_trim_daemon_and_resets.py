@@ -1,6 +1,6 @@
 """Randomized interleavings of trim, the delete-phase daemon, cursor resets and forged requests.
 
-Issue 11's acceptance item.  Everything is real: ZooKeeper (metadata in one
+Everything is real: ZooKeeper (metadata in one
 chroot, BookKeeper's ledger tree in another, as on a cluster), the pulsar-lite
 broker carrying the requests, moto_server holding offloaded copies, the real
 ``trim`` with a real ``RequestPublisher``, the real ``Daemon`` over
@@ -15,7 +15,7 @@ After the round, with no trim running, the checks that need a quiet mark
 phase run; an observer thread checks invariant 1 all along.  At the end the
 daemon drains to idle and everything is judged.
 
-Issue 27 added the shapes that need the age guard (``minLedgerAgeSeconds`` =
+It covers the shapes that need the age guard (``minLedgerAgeSeconds`` =
 :data:`MIN_AGE_S`) and the request kinds PIP-186 lacks.  The broker step also
 creates ledgers whose reference lands only in a *later* round ("pending": a
 rollover whose managed-ledger write, a schema version whose locator entry, a

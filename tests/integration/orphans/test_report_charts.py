@@ -1,4 +1,4 @@
-"""Issue 31 point 11: ``report.html`` as an operator saw it in Chromium, fixed and checked.
+"""``report.html`` as an operator sees it in Chromium, fixed and checked.
 
 The page is opened in the suite's browser (Debian's chromium through playwright, as
 tests/integration/orphans/test_report_in_browser.py) and a full-page screenshot of each case is kept as a test artifact

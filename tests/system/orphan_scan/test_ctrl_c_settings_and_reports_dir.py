@@ -1,4 +1,4 @@
-"""Issue 31 points 5 and 9 at the CLI: Ctrl-C during a real scan, Spark settings, reports kept.
+"""At the CLI: Ctrl-C during a real scan, Spark settings, reports kept.
 
 The Ctrl-C test runs the real ``scan-orphans`` process (Spark in local mode, its own JVM) and
 sends SIGINT to its process group as a terminal's Ctrl-C does, once the scan's progress says a

@@ -1,4 +1,4 @@
-"""Issue 31 point 10: ``scan-orphans`` in the daemon's image (no pyspark, no matplotlib: the ``scan``
+"""``scan-orphans`` in the daemon's image (no pyspark, no matplotlib: the ``scan``
 extra is the Spark image's) says so in one line and exits 2, no traceback.
 
 The one fake: the missing packages are simulated by an import hook in the child process that refuses

@@ -10,7 +10,7 @@ slowest tests), run with the arguments the Helm chart gives its CronJob:
 * the missing ledgers are named in the output, 20 and then "and N more", and the
   missing-ledgers row is in the table;
 * its stderr, not a terminal, carries progress lines per step and never the JVM's incubator
-  warning (31.9, 30.3).
+  warning.
 
 The ``local[2]`` side is the suite's shared in-process session (the ``spark`` fixture), run on
 the same seeded store, so the comparison costs no second CLI scan.

@@ -94,7 +94,7 @@ def test_a_replica_killed_holding_requests_leaves_them_to_the_others(world: Repl
 def _restart_after_a_reset(lite: PulsarLiteBroker, what: str, since: int) -> None:
     """The README's remedy for pulsar-lite's consumers of a reset connection, only when a reset the broker
     logged after offset ``since`` explains ``what``.  Not its last 2,000 lines: the module's other tests and
-    this one's readers log ~100,000 lines after the kill (one CI run missed the reset that way)."""
+    this one's readers log ~100,000 lines after the kill (the reset would be missed that way)."""
     with lite.log_path.open("rb") as log:  # appended to across restarts: the offset stays valid
         log.seek(since)
         logged = log.read().decode(errors="replace")

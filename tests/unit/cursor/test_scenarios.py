@@ -224,7 +224,7 @@ def test_reads_fail_while_a_change_runs_and_joins_wait_for_it() -> None:
 
 
 def test_scenario_2_epoch_trace() -> None:
-    """The seed's table, with the epoch: the stale read's completion neither moves nor delivers."""
+    """The proposal's table, with the epoch: the stale read's completion neither moves nor delivers."""
     replay = scenario_2(True)
     d, stale = replay.dispatcher, replay.inflight
     change = d.begin_reset(P(3, 0), disconnect=False)

@@ -62,9 +62,9 @@ def test_without_the_filter_pre_seek_messages_leak() -> None:
 
 
 def test_the_server_epoch_never_goes_down_and_a_seek_without_a_bigger_one_still_seeks() -> None:
-    """The seed says only that the server epoch never goes down.  A seek
+    """The proposal says only that the server epoch never goes down.  A seek
     carrying no bigger epoch (an older client sends 0) is still a seek: the cursor moves, the
-    consumer epoch stays.  It used to be refused outright, so old clients could not seek."""
+    consumer epoch stays.  Refused outright, old clients could not seek at all."""
     e = ConsumerEpoch()
     assert e.advance(2) and not e.advance(2) and not e.advance(1) and e.value == 2
     d, client = _reader(cursor_checks=True)

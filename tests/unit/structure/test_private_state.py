@@ -1,6 +1,6 @@
 """One object, one file: the cursor core's and the daemon's classes read only their own private state.
 
-Issue 28 found ``Dispatcher(ChangesMixin)``: one object in two files, the mixin
+A ``Dispatcher(ChangesMixin)`` was once one object in two files, the mixin
 reading five private attributes that only the dispatcher's ``__init__`` set.
 Read from the source with ``ast`` (as ``test_package_shape`` does), two rules keep
 that from coming back in these modules:
