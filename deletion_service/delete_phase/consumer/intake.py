@@ -56,9 +56,11 @@ class Limits:
 
     batch_size: int = 100
     max_not_yet_due: int = 10_000  # RETRY messages held in memory until due
-    #: not-yet-due messages left unacked with the broker, per RETRY topic: with a full memory, a topic's
-    #: unacked messages stay below the 50,000 Pulsar and pulsar-lite dispatch to one consumer by default
-    max_set_aside_per_topic: int = 35_000
+    #: not-yet-due messages left unacked with the broker, per RETRY topic (what this process keeps of each is
+    #: small, but not nothing).  With the memory's default, a topic's unacked messages reach the 50,000 that
+    #: Pulsar and pulsar-lite dispatch to one consumer by default first: the broker then stops dispatching
+    #: that topic (its later messages wait there) and none is handed back
+    max_set_aside_per_topic: int = 40_000
     max_awaiting_next_try: int = 1_000  # dispositions the broker refused, waiting for their next try
     dispose_backoff_s: float = 0.5  # doubled per failure, up to lifecycle.MAX_BACKOFF_S
 

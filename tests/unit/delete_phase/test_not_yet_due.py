@@ -197,7 +197,7 @@ class Clock:
         return self.now
 
 
-def intake(retries: RedeliveringConsumer, clock: Clock, cap: int, per_topic: int = 35_000
+def intake(retries: RedeliveringConsumer, clock: Clock, cap: int, per_topic: int = 40_000
            ) -> tuple[Intake, CountingPublisher]:
     publisher = CountingPublisher()
     i = Intake(RedeliveringConsumer(), retries, publisher, Policy(min_ledger_age_s=3600), DeletionMetrics(),
