@@ -121,3 +121,45 @@ def test_a_held_flood_is_set_aside_not_circled_and_another_tenants_due_requests_
         except subprocess.TimeoutExpired:
             daemon.kill()
             daemon.wait(10)
+
+
+def test_requests_set_aside_are_asked_back_as_they_fall_due_and_each_is_deleted_once(
+        sqlite_url: str, own_pulsar_lite: PulsarLiteBroker, tmp_path: Path) -> None:
+    """The other half: what was set aside comes back.  500 requests, 50 held in memory, their ledgers
+    old enough a few seconds apart: every one is deleted, none is decided twice (a second decision would
+    find its ledger absent), none is handed back, and the set-aside ones were asked for again."""
+    flood = range(30_000, 30_500)
+    with open_store(sqlite_url) as store:
+        writer = ClusterWriter(store)
+        writer.ensure_layout()
+        writer.managed_ledger(FLOOD_TOPIC, [1])
+        first_due_s = time.time() + 15
+        for i, lid in enumerate(flood):  # one falls due every 20 ms, from 15 s on
+            writer.bk_ledger(lid, pulsar_custom_metadata(FLOOD_TOPIC),
+                             ctime_ms=int((first_due_s - MIN_AGE_S + i * 0.02) * 1000))
+    cfg = tmp_path / "held.toml"
+    cfg.write_text(f'ledgerDeletionTopicScope = "namespace"\nminLedgerAgeSeconds = {MIN_AGE_S}\n'
+                   'ledgerDeletionMaxHeldInMemory = 50\n')
+    common = ["--metadata-store", sqlite_url, "--broker-url", own_pulsar_lite.service_url, "--config", str(cfg),
+              "--data-dir", str(tmp_path / "data")]
+    port = free_port()
+    daemon = subprocess.Popen([sys.executable, "-m", "deletion_service.cli.main", *common, "run",
+                               "--admin-address", f"127.0.0.1:{port}"],
+                              stdout=subprocess.DEVNULL, stderr=open(tmp_path / "daemon.log", "w"))  # noqa: SIM115
+    try:
+        sent = run_cli(*common, "enqueue", "--from-file", str(_requests(tmp_path / "due.jsonl", FLOOD_TOPIC, flood)))
+        assert sent.returncode == 0, sent.stderr
+        wait_until(lambda: _present(sqlite_url, flood) == 0, 240, "every request deleted", daemon)
+        text = _metrics(port)
+        assert _sum(text, "pulsar_ledger_deletion_acked_total", outcome="deleted") == len(flood)
+        assert _sum(text, "pulsar_ledger_deletion_acked_total", outcome="absent") == 0, "one decided twice"
+        assert _sum(text, "pulsar_ledger_deletion_retry_handed_back_total") == 0
+        assert _sum(text, "pulsar_ledger_deletion_retry_asked_back_total") > 0
+        wait_until(lambda: _sum(_metrics(port), "pulsar_ledger_deletion_held") == 0, 30, "nothing left held", daemon)
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        try:
+            daemon.wait(30)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.wait(10)
