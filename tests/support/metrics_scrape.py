@@ -21,6 +21,18 @@ def metric(text: str, name: str) -> float | None:
     return None
 
 
+def metric_sum(text: str, name: str, **labels: str) -> float:
+    """The sum of every sample of ``name`` whose labels include ``labels`` (0 when there is none): a
+    family's total over the labels a lookup does not name (``held`` over every reason).  Read line by
+    line, so any exposition serves (a broker's too)."""
+    total = 0.0
+    for m in re.finditer(rf"^{re.escape(name)}(?:\{{([^}}]*)\}})? (\S+)$", text, re.MULTILINE):
+        have = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1) or ""))
+        if all(have.get(k) == v for k, v in labels.items()):
+            total += float(m.group(2))
+    return total
+
+
 def scrape(port: int) -> str:
     """The daemon's ``/metrics`` on 127.0.0.1:``port``."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:

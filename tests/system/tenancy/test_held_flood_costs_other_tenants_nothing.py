@@ -12,7 +12,6 @@ all 2,000 show as held; none was handed back.
 from __future__ import annotations
 
 import json
-import re
 import signal
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from metastore import open_store
 from metastore.formats import ledger_path
 from tests.support.cli_runner import run_cli
 from tests.support.harness import PulsarLiteBroker, free_port, wait_until
+from tests.support.metrics_scrape import metric_sum
 
 FLOOD_TOPIC, VICTIM_TOPIC = "persistent://t0/ns/orders", "persistent://t1/ns/orders"
 FLOOD = range(10_000, 12_000)
@@ -42,6 +42,15 @@ def _requests(path: Path, topic: str, ids: range) -> Path:
     return path
 
 
+def _stop(daemon: subprocess.Popen) -> None:
+    daemon.send_signal(signal.SIGTERM)
+    try:
+        daemon.wait(30)
+    except subprocess.TimeoutExpired:
+        daemon.kill()
+        daemon.wait(10)
+
+
 def _metrics(port: int) -> str:
     """The daemon's ``/metrics`` ("" while it is not serving yet)."""
     try:
@@ -49,16 +58,6 @@ def _metrics(port: int) -> str:
             return r.read().decode()
     except urllib.error.URLError:
         return ""
-
-
-def _sum(text: str, name: str, **labels: str) -> float:
-    """The sum of every sample of ``name`` whose labels include ``labels`` (0 when there is none)."""
-    total = 0.0
-    for m in re.finditer(rf"^{re.escape(name)}(?:\{{([^}}]*)\}})? (\S+)$", text, re.MULTILINE):
-        have = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1) or ""))
-        if all(have.get(k) == v for k, v in labels.items()):
-            total += float(m.group(2))
-    return total
 
 
 def _present(url: str, ids: range) -> int:
@@ -88,7 +87,7 @@ def test_a_held_flood_is_set_aside_not_circled_and_another_tenants_due_requests_
                                "--admin-address", f"127.0.0.1:{port}"],
                               stdout=subprocess.DEVNULL, stderr=open(tmp_path / "daemon.log", "w"))  # noqa: SIM115
     try:
-        wait_until(lambda: _sum(_metrics(port), "pulsar_ledger_deletion_acked_total", outcome="reconsumed")
+        wait_until(lambda: metric_sum(_metrics(port), "pulsar_ledger_deletion_acked_total", outcome="reconsumed")
                    >= len(FLOOD), 180, "every flood request reconsumed to RETRY", daemon)
 
         with open_store(sqlite_url) as store:  # old enough DUE_AFTER_S from now
@@ -102,25 +101,20 @@ def test_a_held_flood_is_set_aside_not_circled_and_another_tenants_due_requests_
         wait_until(lambda: _present(sqlite_url, VICTIM) == 0, 180, "the other tenant's requests deleted", daemon)
 
         text = _metrics(port)
-        received = _sum(text, "pulsar_ledger_deletion_received_total")
+        received = metric_sum(text, "pulsar_ledger_deletion_received_total")
         assert received <= 2 * (len(FLOOD) + len(VICTIM)) + 50, \
             f"the daemon received {received:.0f} messages: the held flood kept coming back"
-        assert _sum(text, "pulsar_ledger_deletion_held") == len(FLOOD), "every flood request is held, none lost"
-        assert _sum(text, "pulsar_ledger_deletion_retry_handed_back_total") == 0
+        assert metric_sum(text, "pulsar_ledger_deletion_held") == len(FLOOD), "every flood request is held, none lost"
+        assert metric_sum(text, "pulsar_ledger_deletion_retry_handed_back_total") == 0
         def retry_writes() -> float:  # the broker's own count (its metrics lag by up to ~10 s)
-            return _sum(broker.metrics_text(), "pulsar_in_messages_total", namespace="t0/ns",
+            return metric_sum(broker.metrics_text(), "pulsar_in_messages_total", namespace="t0/ns",
                         topic="__ledger_deletion-RETRY")
         wait_until(lambda: retry_writes() >= len(FLOOD), 60, "the broker's count of RETRY copies")
         assert retry_writes() <= len(FLOOD) + 10, \
             f"the broker stored {retry_writes():.0f} RETRY copies of {len(FLOOD)} held requests"
         assert _present(sqlite_url, FLOOD) == len(FLOOD), "nothing young was deleted"
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(30)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait(10)
+        _stop(daemon)
 
 
 def test_requests_set_aside_are_asked_back_as_they_fall_due_and_each_is_deleted_once(
@@ -151,15 +145,11 @@ def test_requests_set_aside_are_asked_back_as_they_fall_due_and_each_is_deleted_
         assert sent.returncode == 0, sent.stderr
         wait_until(lambda: _present(sqlite_url, flood) == 0, 240, "every request deleted", daemon)
         text = _metrics(port)
-        assert _sum(text, "pulsar_ledger_deletion_acked_total", outcome="deleted") == len(flood)
-        assert _sum(text, "pulsar_ledger_deletion_acked_total", outcome="absent") == 0, "one decided twice"
-        assert _sum(text, "pulsar_ledger_deletion_retry_handed_back_total") == 0
-        assert _sum(text, "pulsar_ledger_deletion_retry_asked_back_total") > 0
-        wait_until(lambda: _sum(_metrics(port), "pulsar_ledger_deletion_held") == 0, 30, "nothing left held", daemon)
+        assert metric_sum(text, "pulsar_ledger_deletion_acked_total", outcome="deleted") == len(flood)
+        assert metric_sum(text, "pulsar_ledger_deletion_acked_total", outcome="absent") == 0, "one decided twice"
+        assert metric_sum(text, "pulsar_ledger_deletion_retry_handed_back_total") == 0
+        assert metric_sum(text, "pulsar_ledger_deletion_retry_asked_back_total") > 0
+        wait_until(lambda: metric_sum(_metrics(port), "pulsar_ledger_deletion_held") == 0, 30, "nothing left held",
+                   daemon)
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(30)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait(10)
+        _stop(daemon)
