@@ -21,6 +21,7 @@ import typer
 from rich.table import Table
 
 from deletion_service.audit import reader, trail
+from deletion_service.audit.operator_actions import OUTCOMES as OPERATOR_OUTCOMES
 from deletion_service.audit.publish import audit_topic
 from deletion_service.audit.topic_check import TopicComparison, compare
 from deletion_service.audit.verify import verify as verify_trail
@@ -32,6 +33,9 @@ from deletion_service.errors import UsageError, UserError
 from deletion_service.orphans.scan_options import parse_duration
 from deletion_service.protocol.fate import Outcome
 from deletion_service.protocol.topics import DeletionTopics
+
+#: What a record may say it ended as: a request's fate, or what an operator did with a parked one.
+_KNOWN = (*(o.value for o in Outcome), *OPERATOR_OUTCOMES)
 
 HELP = """The audit trail: one record per settled deletion request (what, outcome, why, the evidence
 verified), hash-chained. Without a subcommand: print the records that match (oldest first; --newest-first,
@@ -57,7 +61,7 @@ def show(
                              "local time without a zone) or a duration back from now (90m, 6h, 1d, 2w)")] = None,
     outcome: Annotated[list[str] | None, typer.Option(
         "--outcome", "-o", metavar="OUTCOME",
-        help="only records that ended so (repeatable): " + ", ".join(o.value for o in Outcome))] = None,
+        help="only records that ended so (repeatable): " + ", ".join(_KNOWN))] = None,
     limit: Annotated[int | None, typer.Option("--limit", "-n", min=0, metavar="N",
                                               help="only the newest N records that match")] = None,
     newest_first: Annotated[bool, typer.Option("--newest-first", help="print the newest record first")] = False,
@@ -84,11 +88,10 @@ def _outcomes(given: list[str] | None) -> frozenset[str] | None:
     naming the known ones (a typo must not answer "0 records")."""
     if not given:
         return None
-    known = {o.value for o in Outcome}
     wanted = {g.strip().lower().replace("-", "_") for g in given}
-    unknown = sorted(wanted - known)
+    unknown = sorted(wanted - set(_KNOWN))
     if unknown:
-        raise UsageError(f"unknown --outcome {', '.join(unknown)}; known: {', '.join(o.value for o in Outcome)}")
+        raise UsageError(f"unknown --outcome {', '.join(unknown)}; known: {', '.join(_KNOWN)}")
     return frozenset(wanted)
 
 

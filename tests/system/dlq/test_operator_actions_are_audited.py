@@ -46,6 +46,10 @@ def test_a_purge_and_a_requeue_each_leave_records_naming_the_request_the_action_
     assert "undecodable payload" in undecodable["reason"] and "sha256" in undecodable["reason"]
     assert "sent back to persistent://pulsar/system/__ledger_deletion-partition-" in requeued["reason"]
     assert [rec["seq"] for rec in records] == sorted(rec["seq"] for rec in records)
+    r = p.cli("--json", "audit", "--outcome", "purged", "--outcome", "requeued")  # an operator's filter finds them
+    assert r.returncode == 0, r.stderr
+    assert sorted(rec["seq"] for rec in json.loads(r.stdout)) == sorted(
+        rec["seq"] for rec in by_outcome["purged"] + by_outcome["requeued"])
 
     r = p.cli("--json", "audit", "verify")
     assert r.returncode == 0, r.stdout + r.stderr
