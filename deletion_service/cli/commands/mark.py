@@ -21,6 +21,7 @@ from deletion_service.mark_phase.pick import OffloadLocation
 from deletion_service.mark_phase.trim import trim as run_trim
 from deletion_service.protocol.request import PendingDeleteLedgerInfo, encode
 from deletion_service.protocol.topics import DeletionTopics
+from metastore.formats import pulsar_cursor_name
 
 
 class Component(StrEnum):
@@ -42,6 +43,8 @@ def _single_request(topic: str | None, ledger_id: int | None, component: Compone
         raise UsageError(f"--component {component.value} needs --cursor (the cursor the ledger belongs to)")
     if component is Component.SCHEMA_STORAGE and not schema_id:
         raise UsageError("--component SCHEMA_STORAGE needs --schema-id (tenant/ns/topic)")
+    if component is Component.MANAGED_CURSOR and cursor:
+        cursor = pulsar_cursor_name(cursor)  # the name Pulsar gives the subscription's cursor and its ledgers
     try:
         return enqueue_mod.single_request(topic, ledger_id, component.value, cursor, schema_id)
     except UserError as e:  # a disagreement between the fields, e.g. a schema id of another topic
@@ -116,7 +119,9 @@ def register(app: typer.Typer) -> None:
             help="MANAGED_LEDGER (default), MANAGED_CURSOR, SCHEMA_STORAGE, COMPACTED_LEDGER (the topic is the "
                  "compacted topic) or DELAYED_INDEX_BUCKET")] = Component.MANAGED_LEDGER,
         cursor: Annotated[str | None, typer.Option(
-            help="cursor name, for MANAGED_CURSOR and DELAYED_INDEX_BUCKET")] = None,
+            help="the subscription the ledger belongs to, for MANAGED_CURSOR and DELAYED_INDEX_BUCKET, named "
+                 "as pulsar-admin names it (a MANAGED_CURSOR request carries it URL-encoded, as Pulsar names "
+                 "the cursor: 'a b' -> 'a+b')")] = None,
         schema_id: Annotated[str | None, typer.Option(help="schema id, for SCHEMA_STORAGE")] = None,
         from_file: Annotated[Path | None, typer.Option(help="JSON Lines of PendingDeleteLedgerInfo")] = None,
         dry_run: Annotated[bool, typer.Option("--dry-run", help="show what would be sent; send nothing")] = False,
