@@ -59,6 +59,10 @@ class SetAside:
         heapq.heappush(self._soonest, (label.due_ms, key))
         self._last_ms = label.due_ms if self._last_ms is None else max(label.due_ms, self._last_ms)
 
+    def topics(self) -> set[str]:
+        """The topics messages are set aside from (each holds them unacked with the broker)."""
+        return set(self._by_topic)
+
     def count(self, topic: str | None = None) -> int:
         """How many are set aside (from ``topic``, if given)."""
         return len(self._labels) if topic is None else self._by_topic.get(topic, 0)

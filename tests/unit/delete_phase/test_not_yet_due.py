@@ -285,3 +285,19 @@ def test_a_consumer_that_cannot_ask_for_redelivery_hands_the_latest_back() -> No
 def decision_ack():  # noqa: ANN201 - a verdict that only acks
     from deletion_service.delete_phase.rules.decision import Action, Verdict
     return Action(Verdict.ACK_ABSENT, "absent", kind=Kind.NONE)
+
+
+def test_a_topic_with_messages_set_aside_counts_as_held_for_the_undelivered_rule() -> None:
+    """Set-aside messages are unacknowledged with the broker and quiet on purpose: their RETRY topic is one
+    this process holds requests of, or ``undelivered`` would call a held flood stranded."""
+    from types import SimpleNamespace
+
+    from deletion_service.daemon.gauges import held_topics
+
+    other = "persistent://t1/ns/__ledger_deletion-RETRY"
+    s = NotYetDue()
+    s.add(held(10, other))
+    s.set_aside(held(99))
+    worker = SimpleNamespace(in_hand=lambda: SimpleNamespace(paused=0), intake=SimpleNamespace(not_yet_due=s),
+                             disposer=SimpleNamespace(awaiting_next_try=[]))
+    assert held_topics(worker) == {other, RETRY}  # type: ignore[arg-type]
