@@ -184,7 +184,8 @@ class MetricsBacklog(BacklogSource):
     def stats(self, topics: Iterable[str], subscription: str) -> StatsReading:
         text, now = self._text()
         seen = parse_metrics(text, subscription)
-        return StatsReading({t: seen.get(t, SubscriptionStats()) for t in topics}, now)
+        return StatsReading({t: seen.get(t, SubscriptionStats()) for t in topics}, now,
+                            frozenset(counted_topics(text)))
 
     def wait_counted(self, topics: Sequence[str], poll_s: float = 0.25) -> None:
         """A broker just started says 0 for every topic until it refreshes its statistics after loading them

@@ -54,10 +54,16 @@ class SubscriptionStats:
 @dataclass(frozen=True)
 class StatsReading:
     """Every topic's stats from one answer of the broker, and the broker's clock when it answered
-    (None when it did not say)."""
+    (None when it did not say).  ``counted``: the topics whose figures the broker has refreshed since it
+    loaded them (:func:`counted_topics`), so that a 0 among them is a count; None: every topic's is."""
 
     topics: Mapping[str, SubscriptionStats]
     broker_now: float | None = None
+    counted: frozenset[str] | None = None
+
+    def counts(self, topic: str) -> bool:
+        """Whether ``topic``'s figures are the broker's count, not a just-loaded topic's zeros."""
+        return topic in self.topics and (self.counted is None or topic in self.counted)
 
     def quiet_s(self, topic: str) -> float | None:
         """How long, on the broker's clock, nothing was delivered or acknowledged on ``topic`` (None: unknown)."""

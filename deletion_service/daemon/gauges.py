@@ -15,7 +15,12 @@ embedded broker's ``pulsar_subscription_back_log`` counts every message after
 the oldest unacked one, acked or not (after ``dlq requeue`` of 1 of 2 parked it
 said 3: the other parked one, the requeued one and the settlement marker).  So
 on the embedded broker the DLQ gauge counts the parked requests as ``dlq list``
-does (:func:`parked_in_dlq`: one read of each DLQ, signed markers applied).
+does (:func:`parked_in_dlq`: one read of each DLQ, signed markers applied) — but only a DLQ whose
+subscription's figures changed since it was last read, or that was last read :data:`RELIST_EVERY_S`
+ago (:class:`ParkedCounts`).  A read is a reader, and pulsar-lite keeps every reader's subscription
+after it closes: read on every refresh, each DLQ gained one every 10 s, 8,640 a day, each a dozen
+more series in every scrape of the broker.  A DLQ whose subscription the broker counts with a
+backlog of 0 has nothing parked (parked is unacknowledged there), and is not read at all.
 The in-flight gauge has the same overcount there and no such cure (a request
 topic's acked messages cannot be told from the outside): it counts, besides
 the requests not yet settled, those settled behind one still held, until that
@@ -32,6 +37,7 @@ import logging
 from collections.abc import Callable
 
 from deletion_service.broker.interface import BrokerClient, BrokerError
+from deletion_service.broker.subscription_stats import StatsReading, SubscriptionStats
 from deletion_service.cursor import health
 from deletion_service.cursor.ack_budget import PersistBudget
 from deletion_service.delete_phase.consumer.worker import DeletePhaseWorker
@@ -53,6 +59,42 @@ ParkedCount = Callable[[list[DeletionTopics]], int]
 def parked_in_dlq(broker: BrokerClient, store: MetadataStore) -> ParkedCount:
     """``dlq list``'s count: every DLQ in scope read once, what signed markers settle left out."""
     return lambda scope: len(list_dlq(broker, scope, MarkerKey.read(store)))
+
+
+#: A DLQ whose subscription's figures have not changed is read again after this long all the same: what a
+#: change the figures do not show (none is known) could cost the gauge is bounded by it.
+RELIST_EVERY_S = 300.0
+
+
+class ParkedCounts:
+    """Each DLQ's parked requests as ``dlq list`` counts them, read again only when the broker's figures of
+    its DLQ subscription changed (a request parked, purged, requeued; a marker) or :data:`RELIST_EVERY_S`
+    passed; a DLQ the broker counts with a backlog of 0 holds nothing parked and is not read."""
+
+    def __init__(self, count: ParkedCount, clock: Callable[[], float]) -> None:
+        self._count, self._clock = count, clock
+        self._last: dict[str, tuple[SubscriptionStats, int, float]] = {}  # DLQ -> figures, parked, read at
+        self.reads = 0  # DLQs read so far (a test counts them)
+
+    def total(self, served: list[DeletionTopics], reading: StatsReading) -> int:
+        now, total = self._clock(), 0
+        for topics in served:
+            dlq = topics.dlq
+            stats = reading.topics.get(dlq)
+            if stats is not None and reading.counts(dlq) and stats.backlog == 0:
+                self._last[dlq] = (stats, 0, now)
+                continue
+            last = self._last.get(dlq)
+            if (last is not None and stats is not None and reading.counts(dlq) and last[0] == stats
+                    and now - last[2] < RELIST_EVERY_S):
+                total += last[1]
+                continue
+            parked = self._count([topics])
+            self.reads += 1
+            if stats is not None:
+                self._last[dlq] = (stats, parked, now)
+            total += parked
+        return total
 
 
 #: The topics this process holds requests of (None: every topic, e.g. requests held through an outage).
@@ -77,7 +119,8 @@ class BacklogGauges:
                  subscriptions: DeletionTopics, refresh_s: float, clock: Callable[[], float],
                  started_at: float, parked: ParkedCount | None = None, held_from: HeldFrom = lambda: set()) -> None:
         self.metrics, self.backlog, self._served, self._subscriptions = metrics, backlog, served, subscriptions
-        self._parked = parked  # the DLQ's count where the broker's backlog would count acked messages
+        # the DLQ's count where the broker's backlog would count acked messages
+        self.parked = ParkedCounts(parked, clock) if parked is not None else None
         self._held_from = held_from
         self.refresh_s, self._clock, self._started_at = refresh_s, clock, started_at
         self._last_refresh = 0.0
@@ -114,8 +157,9 @@ class BacklogGauges:
 
     def _dlq_size(self, served: list[DeletionTopics]) -> int:
         """The embedded broker's backlog counts acked messages: there, the parked requests as listed."""
-        if self._parked is not None and isinstance(self.backlog, MetricsBacklog):
-            return self._parked(served)
+        if self.parked is not None and isinstance(self.backlog, MetricsBacklog):
+            return self.parked.total(served, self.backlog.stats([t.dlq for t in served],
+                                                                self._subscriptions.dlq_subscription))
         return sum(self.backlog.backlog([t.dlq for t in served], self._subscriptions.dlq_subscription).values())
 
 
