@@ -12,6 +12,11 @@ a command's ``rich`` table in one of two ways:
   topic into a column of single letters, or cuts it with "…").
 
 Commands build their ``Table`` as before and hand it here instead of ``Console().print``.
+
+**A string is never markup.**  Cells, titles and lines carry what a tenant may have chosen (a
+topic, a subscription, a reason, a DLQ copy's last error, a log line): read as rich markup, ``x[/]``
+made ``status`` fail and ``[conceal]`` hid the rest of a line.  So strings print as they are
+(:func:`show_table`, :func:`say`), and this tool's own colours are :func:`styled` ``Text``.
 """
 
 from __future__ import annotations
@@ -65,12 +70,24 @@ def utc(ms: int, millis: bool = False) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S") + (f".{ms % 1000:03d}" if millis else "") + "Z"
 
 
+def styled(text: str, style: str) -> Text:
+    """This tool's own colour on ``text`` (never markup parsed from a string)."""
+    return Text(text, style=style)
+
+
+def say(console: Console, line: str | Text) -> None:
+    """One line as it is: never read as markup, never cut."""
+    console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
 def show_table(table: Table, wide: bool = False, console: Console | None = None) -> None:
     """Print ``table`` whole: boxed on a terminal when it fits the terminal's width, else (piped,
     ``wide``, or too wide to box) plain columns that the terminal may wrap but nothing cuts."""
     console = console or Console()
+    if isinstance(table.title, str):
+        table.title = Text(table.title)  # rich reads a title string as markup whatever print says
     if console.is_terminal and not wide and _natural_width(console, table) <= console.width:
-        console.print(table)
+        console.print(table, markup=False)
         return
     console.file.write(plain_table(table))
     console.file.flush()
@@ -78,7 +95,7 @@ def show_table(table: Table, wide: bool = False, console: Console | None = None)
 
 def _natural_width(console: Console, table: Table) -> int:
     """How wide ``table`` is with no value folded or cut."""
-    return Measurement.get(console, console.options.update_width(1_000_000), table).maximum
+    return Measurement.get(console, console.options.update(width=1_000_000, markup=False), table).maximum
 
 
 def plain_table(table: Table) -> str:
@@ -99,11 +116,11 @@ def plain_table(table: Table) -> str:
 
 
 def _text(value: RenderableType | None) -> str:
-    """A cell as plain text: markup and styles dropped, on one line."""
+    """A cell as plain text: styles dropped, on one line."""
     if value is None:
         return ""
     if isinstance(value, str):
-        text = Text.from_markup(value).plain
+        text = value
     elif isinstance(value, Text):
         text = value.plain
     else:

@@ -201,7 +201,7 @@ def _table(found: reader.Selection) -> Table:
 
 def _request(request: dict[str, Any] | None) -> str:
     if not request:
-        return "[red]undecodable message"
+        return "(undecodable message)"
     return f"{request.get('ledgerType')} {request.get('ledgerId')} of {request.get('topicName')} " \
            f"({request.get('reason')})"
 

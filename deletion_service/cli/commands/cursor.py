@@ -21,7 +21,6 @@ from typing import Annotated, assert_never
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from deletion_service.cli import connections, known_names, options, settings, ui
@@ -193,7 +192,7 @@ def health_command(
         typer.echo(json.dumps({"checked": len(rows), "cursors": health_json(shown)}, indent=2))
         return
     if not shown:
-        Console().print(f"[green]all {len(rows)} cursors are within their persist budget[/green]")
+        ui.say(Console(), ui.styled(f"all {len(rows)} cursors are within their persist budget", "green"))
         return
     table = Table(title=f"cursor health — {len(shown)} of {len(rows)} cursors")
     for column in ("topic", "subscription", "state", "budget", "used", "ranges", "status"):
@@ -201,6 +200,6 @@ def health_command(
     for r in shown:
         used = "—" if r.status in (health.Status.CURSOR_LEDGER, health.Status.UNDECODABLE) else f"{r.share:.0%}"
         status = r.status.value + (f" {r.cursor_ledger}" if r.cursor_ledger is not None else "")
-        table.add_row(escape(r.topic), escape(r.subscription), f"{r.state_bytes:,} B", f"{r.budget:,} B", used,
-                      f"{r.ranges:,}", f"[{_style(r.status)}]{status}[/]")
+        table.add_row(r.topic, r.subscription, f"{r.state_bytes:,} B", f"{r.budget:,} B", used,
+                      f"{r.ranges:,}", ui.styled(status, _style(r.status)))
     ui.show_table(table, opts.wide)

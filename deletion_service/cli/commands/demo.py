@@ -79,13 +79,13 @@ NEXT_STEPS = (
 
 def _next_steps(console: Console, opts: options.CommonOptions, waiting: int, until: float | None) -> None:
     if waiting and until is not None:
-        console.print(f"{waiting} request(s) wait in RETRY until {local_moment(until)}: their ledgers are younger "
-                      "than minLedgerAgeSeconds; a running daemon (`run`) deletes them then.", soft_wrap=True)
+        ui.say(console, f"{waiting} request(s) wait in RETRY until {local_moment(until)}: their ledgers are "
+                        "younger than minLedgerAgeSeconds; a running daemon (`run`) deletes them then.")
     where = f"ledger-deletion --data-dir {shlex.quote(str(Path(opts.data_dir).absolute()))}"
-    console.print(f"Data under {Path(opts.data_dir).absolute()}. Try (each finishes in seconds):", soft_wrap=True)
+    ui.say(console, f"Data under {Path(opts.data_dir).absolute()}. Try (each finishes in seconds):")
     for hint, what in NEXT_STEPS:
-        console.print(f"  {where} {hint}", soft_wrap=True, highlight=False)
-        console.print(f"      {what}", soft_wrap=True, highlight=False)
+        ui.say(console, f"  {where} {hint}")
+        ui.say(console, f"      {what}")
 
 
 def _waiting_until(settled: list, namespace: str) -> float | None:
@@ -180,8 +180,8 @@ def _delete(opts: options.CommonOptions, console: Console, plan, settled: list, 
                 break
             worker.run_once(0.2)
     if not opts.json and not console.is_terminal:
-        console.print(f"phase two: {done} of {plan.expected_endings} requests settled in "
-                      f"{time.monotonic() - started:.1f} s", soft_wrap=True, highlight=False)
+        ui.say(console, f"phase two: {done} of {plan.expected_endings} requests settled in "
+                        f"{time.monotonic() - started:.1f} s")
 
 
 def _catch_leak(console: Console, opts: options.CommonOptions, watcher: WatcherRole, plan, settled: list,  # noqa: ANN001

@@ -19,7 +19,6 @@ from collections.abc import Callable
 from typing import Annotated, TypeVar
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from deletion_service.audit import operator_actions
@@ -112,9 +111,10 @@ def parked_table(entries: list[dlq_mod.DlqEntry]) -> Table:
     for e in entries:
         r = e.request
         ledger, kind, topic = ((str(r.get("ledgerId")), str(r.get("ledgerType")), str(r.get("topicName")))
-                               if r else ("-", "-", "[red](undecodable payload)[/]"))
-        table.add_row(e.message_id, ledger, kind, escape(topic) if r else topic, escape(e.reason or "-"),
-                      str(e.attempts), ui.utc(e.published_ms), escape(e.last_error or "-"))
+                               if r else ("-", "-", None))
+        shown = topic if topic is not None else ui.styled("(undecodable payload)", "red")
+        table.add_row(e.message_id, ledger, kind, shown, e.reason or "-", str(e.attempts), ui.utc(e.published_ms),
+                      e.last_error or "-")
     return table
 
 

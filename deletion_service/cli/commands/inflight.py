@@ -85,9 +85,9 @@ def _table(reading: InFlight, stranded: Undelivered, wide: bool) -> None:
     ui.show_table(table, wide, console)
     if stranded.total:
         quiet = max(stranded.quiet_s.values())
-        console.print(f"{stranded.total} request(s) were handed to a consumer that has neither acknowledged them nor "
-                      f"been delivered anything for {quiet:.0f} s ({', '.join(sorted(stranded.by_topic))}): "
-                      f"{UNDELIVERED_REMEDY}", soft_wrap=True)
+        ui.say(console, f"{stranded.total} request(s) were handed to a consumer that has neither acknowledged them "
+                        f"nor been delivered anything for {quiet:.0f} s ({', '.join(sorted(stranded.by_topic))}): "
+                        f"{UNDELIVERED_REMEDY}")
 
 
 def _everything(env: CommandEnvironment) -> list[DeletionTopics]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from deletion_service.cli import ui
 from deletion_service.cursor.health import state_size
@@ -134,9 +135,9 @@ def cursor_table(info: ManagedCursorInfo, title: str, budget: int) -> list[Table
     main.add_row("last active (UTC)", _when(info.last_active))
     main.add_row("compression", info.compression.name)
     state = ack_state_json(info, budget)
-    verdict = "[bold red]over budget[/]" if state["overBudget"] else "within budget"
-    main.add_row("ack state", f"{state['stateBytes']:,} B of {budget:,} B persist budget "
-                 f"({state['stateBytes'] / budget:.0%}), {verdict}")
+    main.add_row("ack state", Text.assemble(f"{state['stateBytes']:,} B of {budget:,} B persist budget "
+                                            f"({state['stateBytes'] / budget:.0%}), ",
+                                            ("over budget", "bold red") if state["overBudget"] else "within budget"))
     ranges = info.individual_deleted_messages
     for r in ranges[:SHOWN_RANGES]:
         main.add_row("acked range", f"({r.lower.ledger_id}:{r.lower.entry_id}, {r.upper.ledger_id}:{r.upper.entry_id}]")

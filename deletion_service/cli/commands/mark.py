@@ -186,9 +186,9 @@ def trim(
     if result.not_sent:
         table.add_row("not sent (kept)", ui.ids(result.not_sent))
     for kept in result.kept:
-        table.add_row(f"[yellow]kept {kept.ledger_id}", kept.why)
+        table.add_row(ui.styled(f"kept {kept.ledger_id}", "yellow"), kept.why)
     if result.note:
         table.add_row("note", result.note)
     if result.aborted:
-        table.add_row("[red]aborted", result.aborted)
+        table.add_row(ui.styled("aborted", "red"), result.aborted)
     ui.show_table(table, opts.wide)

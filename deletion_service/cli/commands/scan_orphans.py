@@ -205,7 +205,7 @@ def _print(opts: CommonOptions, outcome: ScanOutcome, enqueued: dict | None, out
     console = Console()
     table = Table(title="orphan scan" + (" (from a snapshot)" if outcome.from_snapshot else ""), show_header=False)
     # the data-loss alarm: always shown, 0 included, so its absence never reads as "fine"
-    table.add_row("[bold red]missing ledgers (referenced, absent)" if summary.missing_ledgers else
+    table.add_row(ui.styled("missing ledgers (referenced, absent)", "bold red") if summary.missing_ledgers else
                   "missing ledgers (referenced, absent)", str(summary.missing_ledgers))
     table.add_row("orphan ledgers", f"{summary.orphan_ledgers} ({ui.size(summary.orphan_ledger_bytes)})")
     by_kind = ", ".join(f"{kind} {n}" for kind, n in summary.orphan_ledgers_by_kind.items() if n)
@@ -216,21 +216,20 @@ def _print(opts: CommonOptions, outcome: ScanOutcome, enqueued: dict | None, out
     table.add_row("scanned", f"{summary.scanned_ledgers} ledgers, {summary.references} references, "
                              f"{summary.scanned_objects} objects")
     for location, why in outcome.refused_locations.items():
-        table.add_row("[yellow]not listed", f"{location}: {why}")
+        table.add_row(ui.styled("not listed", "yellow"), f"{location}: {why}")
     if enqueued is not None:
         table.add_row("enqueued", str(enqueued["sent"]))
         for why, n in enqueued["skipped"].items():
-            table.add_row("[yellow]not enqueued", f"{n}: {why}")
+            table.add_row(ui.styled("not enqueued", "yellow"), f"{n}: {why}")
     ui.show_table(table, opts.wide, console)
     for line in missing_lines(listed, summary.missing_ledgers):
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
+        ui.say(console, line)
     if output is not None:
-        console.print(f"Report: {output / 'report.html'}", soft_wrap=True)  # a path is never cut
+        ui.say(console, f"Report: {output / 'report.html'}")  # a path is never cut
     else:
-        console.print("Add --output DIR for the Parquet tables and report.html.", soft_wrap=True)
+        ui.say(console, "Add --output DIR for the Parquet tables and report.html.")
     if enqueued is None and summary.orphan_ledgers:
-        console.print("Dry run: nothing was sent. Add --enqueue to have the daemon verify and delete them.",
-                      soft_wrap=True)
+        ui.say(console, "Dry run: nothing was sent. Add --enqueue to have the daemon verify and delete them.")
 
 
 #: Missing ledgers named in the output (a CronJob's log): the rest are in missing_ledgers.parquet.

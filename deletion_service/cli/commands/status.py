@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from deletion_service.cli import options, ui
 from deletion_service.clock_text import local_moment
@@ -74,17 +75,17 @@ def status(
     ui.show_table(hand, opts.wide, console)
     if in_hand.get("heldBy"):
         ui.show_table(_held_table(in_hand["heldBy"]), opts.wide, console)
-    console.print(_watcher_line(answer.get("leakWatcher") or {}), soft_wrap=True)
-    console.print(undelivered_line(answer.get("undelivered") or {}), soft_wrap=True)
+    ui.say(console, _watcher_line(answer.get("leakWatcher") or {}))
+    ui.say(console, undelivered_line(answer.get("undelivered") or {}))
     deps = Table(title="dependencies")
     deps.add_column("dependency")
     deps.add_column("state")
     for name, state in answer.get("dependencies", {}).items():
-        deps.add_row(name, "[green]ok[/]" if state == "ok" else f"[red]{state}[/]")
+        deps.add_row(name, ui.styled("ok", "green") if state == "ok" else ui.styled(str(state), "red"))
     ui.show_table(deps, opts.wide, console)
     problems = answer.get("recentProblems", [])
     if not problems:
-        console.print("no warnings or errors lately", soft_wrap=True)
+        ui.say(console, "no warnings or errors lately")
         return
     recent = Table(title="last warnings and errors")
     for column in ("time", "level", "message"):
@@ -94,7 +95,7 @@ def status(
     ui.show_table(recent, opts.wide, console)
 
 
-def undelivered_line(state: dict[str, Any]) -> str:
+def undelivered_line(state: dict[str, Any]) -> str | Text:
     """Requests the broker handed to a consumer that does not process them, in words, with what to do."""
     if not state.get("known"):
         return f"undelivered requests: unknown ({state.get('why', 'not reported')})"
@@ -103,8 +104,8 @@ def undelivered_line(state: dict[str, Any]) -> str:
         return "undelivered requests: none (every request handed to a consumer is being processed)"
     quiet = max((state.get("quietSeconds") or {}).values(), default=0)
     topics = ", ".join(sorted(state.get("byTopic") or {}))
-    return (f"[red]STRANDED: {count} request(s) handed to a consumer that has neither acknowledged them nor been "
-            f"delivered anything for {quiet} s[/] ({topics}): {state.get('remedy')}")
+    return Text.assemble((f"STRANDED: {count} request(s) handed to a consumer that has neither acknowledged them "
+                          f"nor been delivered anything for {quiet} s", "red"), f" ({topics}): {state.get('remedy')}")
 
 
 def _watcher_line(watcher: dict[str, Any]) -> str:
