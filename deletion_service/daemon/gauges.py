@@ -103,12 +103,14 @@ HeldFrom = Callable[[], "set[str] | None"]
 
 def held_topics(worker: DeletePhaseWorker | None) -> set[str] | None:
     """The topics this worker holds unacknowledged requests of: held until due (in memory, or set aside
-    unacked with the broker), waiting for the broker to take their disposition; None (every topic) while
-    it holds requests through a dependency outage or has not started (it cannot say what it will receive)."""
+    unacked with the broker), in the offload lane (queued, under way or held for a target that does not
+    answer, for minutes), waiting for the broker to take their disposition; None (every topic) while it
+    holds requests through a dependency outage or has not started (it cannot say what it will receive)."""
     if worker is None or worker.in_hand().paused:
         return None
     held = [*worker.intake.not_yet_due, *worker.disposer.awaiting_next_try]
-    return {d.message.topic for d in held} | worker.intake.not_yet_due.aside.topics()
+    lane = worker.offload_lane.topics() if worker.offload_lane is not None else set()
+    return {d.message.topic for d in held} | worker.intake.not_yet_due.aside.topics() | lane
 
 
 class BacklogGauges:

@@ -39,7 +39,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 
 from deletion_service.delete_phase.consumer.copies import attempts, grace_since
@@ -70,6 +70,8 @@ class OffloadLane:
         self._held: dict[str, list[tuple[MessageInHand, Action]]] = {}
         self._outbox: list[MessageInHand] = []
         self._disposing = 0  # decided requests the worker took and has not yet said it disposed of
+        #: topic -> requests in the lane from it (submitted, not yet handed back by :meth:`finished`)
+        self._topics: Counter[str] = Counter()
         #: whether deletes may go on (the worker's: not while the audit trail refuses records)
         self.may_delete: Callable[[], bool] = lambda: True
         self._working = 0
@@ -100,10 +102,17 @@ class OffloadLane:
             busy = len(self._inbox) + len(self._probation) + self._working + len(self._outbox)
         return max(0, self.capacity - busy)
 
+    def topics(self) -> set[str]:
+        """The topics of the requests in the lane, queued, under way, held for a target or decided and not
+        yet taken back: unacknowledged on purpose, however long a slow or down target keeps them."""
+        with self._cond:
+            return set(self._topics)
+
     def submit(self, items: list[MessageInHand]) -> None:
         with self._cond:
             for p in items:
                 self._queue_for(p).append(p)
+                self._topics[p.message.topic] += 1
             self._cond.notify_all()
 
     def finished(self) -> list[MessageInHand]:
@@ -112,6 +121,10 @@ class OffloadLane:
         with self._cond:
             out, self._outbox = self._outbox, []
             self._disposing += len(out)
+            for p in out:
+                self._topics[p.message.topic] -= 1
+                if self._topics[p.message.topic] <= 0:
+                    del self._topics[p.message.topic]
             return out
 
     def disposed(self, count: int) -> None:

@@ -287,7 +287,7 @@ def decision_ack():  # noqa: ANN201 - a verdict that only acks
     return Action(Verdict.ACK_ABSENT, "absent", kind=Kind.NONE)
 
 
-def test_a_topic_with_messages_set_aside_counts_as_held_for_the_undelivered_rule() -> None:
+def test_topics_with_messages_set_aside_or_in_the_offload_lane_count_as_held_for_the_undelivered_rule() -> None:
     """Set-aside messages are unacknowledged with the broker and quiet on purpose: their RETRY topic is one
     this process holds requests of, or ``undelivered`` would call a held flood stranded."""
     from types import SimpleNamespace
@@ -299,5 +299,9 @@ def test_a_topic_with_messages_set_aside_counts_as_held_for_the_undelivered_rule
     s.add(held(10, other))
     s.set_aside(held(99))
     worker = SimpleNamespace(in_hand=lambda: SimpleNamespace(paused=0), intake=SimpleNamespace(not_yet_due=s),
-                             disposer=SimpleNamespace(awaiting_next_try=[]))
+                             disposer=SimpleNamespace(awaiting_next_try=[]), offload_lane=None)
     assert held_topics(worker) == {other, RETRY}  # type: ignore[arg-type]
+    # and a topic whose requests wait in the offload lane (a slow or down target holds them for minutes)
+    lane_topic = "persistent://t2/ns/__ledger_deletion-partition-0"
+    worker.offload_lane = SimpleNamespace(topics=lambda: {lane_topic})
+    assert held_topics(worker) == {other, RETRY, lane_topic}  # type: ignore[arg-type]
