@@ -24,7 +24,7 @@ import logging
 import sys
 import threading
 import time
-from collections import deque
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TextIO
@@ -37,23 +37,52 @@ FIELDS = ("ledger", "ledgerType", "topic", "outcome", "reason", "messageId", "at
 
 
 class RecentProblems(logging.Handler):
-    """The last warnings and errors, kept for ``/status`` (an operator's "what went wrong last?")."""
+    """The last warnings and errors of each kind, kept for ``/status`` (an operator's "what went wrong
+    last?"): the latest line of a kind, with how often its kind came (``repeated``), the kinds in the
+    order they last came.
+
+    A kind is the logger and the request outcome a line reports (``extra={"outcome": …}``; a dead-letter
+    line's DLQ reason too, one of ours), else its message template.  Were they the last 20 lines,
+    twenty requests a tenant chose to end in a metadata mismatch would replace every line of the
+    list, the warning that the trail cannot be written among them; by kind, a flood is one entry
+    with its count, and the other kinds stay."""
 
     def __init__(self, keep: int = 20) -> None:
         super().__init__(logging.WARNING)
-        self.records: deque[dict[str, str]] = deque(maxlen=keep)
+        self.keep = keep
+        self._by_kind: OrderedDict[tuple[str, str], dict[str, str | int]] = OrderedDict()  # oldest kind first
+        self._lock_kinds = threading.Lock()
 
     def emit(self, record: logging.LogRecord) -> None:
         ts = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.created))
-        self.records.append({"ts": ts, "level": record.levelname.lower(), "logger": record.name,
-                             "msg": record.getMessage()[:500]})
+        kind = _kind(record)
+        entry: dict[str, str | int] = {"ts": ts, "level": record.levelname.lower(), "logger": record.name,
+                                       "msg": record.getMessage()[:500]}
+        with self._lock_kinds:
+            before = self._by_kind.pop(kind, None)
+            entry["repeated"] = int(before["repeated"]) + 1 if before is not None else 1
+            self._by_kind[kind] = entry
+            while len(self._by_kind) > self.keep:
+                self._by_kind.popitem(last=False)
+
+    @property
+    def records(self) -> list[dict[str, str | int]]:
+        with self._lock_kinds:
+            return list(self._by_kind.values())
+
+
+def _kind(record: logging.LogRecord) -> tuple[str, str]:
+    outcome = getattr(record, "outcome", None)
+    if outcome is None:
+        return record.name, str(record.msg)
+    return record.name, f"{outcome} {getattr(record, 'reason', '')}" if outcome == "dlq" else str(outcome)
 
 
 _recent = RecentProblems()
 
 
-def recent_problems() -> list[dict[str, str]]:
-    return list(_recent.records)
+def recent_problems() -> list[dict[str, str | int]]:
+    return _recent.records
 
 
 class _SecondStamps:

@@ -91,7 +91,8 @@ def status(
     for column in ("time", "level", "message"):
         recent.add_column(column)
     for p in problems[-10:]:
-        recent.add_row(p["ts"], p["level"], p["msg"])
+        repeated = int(p.get("repeated") or 1)
+        recent.add_row(p["ts"], p["level"], p["msg"] + (f" (and {repeated - 1} more like it)" if repeated > 1 else ""))
     ui.show_table(recent, opts.wide, console)
 
 

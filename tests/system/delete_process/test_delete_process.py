@@ -18,7 +18,7 @@ import pytest
 
 from deletion_service.delete_phase.process.choice import usable_cpus, use_delete_process
 from deletion_service.errors import UsageError
-from tests.support.delete_process_world import HELD, delete_process, gate, gone
+from tests.support.delete_process_world import HELD, delete_process, gate, gone, received
 from tests.support.harness import PulsarLiteBroker, wait_until
 from tests.support.replicas_world import Replica, ReplicaWorld
 
@@ -125,14 +125,24 @@ def test_a_daemon_killed_disposing_of_a_batch_leaves_no_later_delete_unrecorded(
 
 
 def test_sigterm_settles_the_batch_the_delete_process_holds(world: ReplicaWorld) -> None:
+    """SIGTERM while the child holds a batch and the rest wait behind it: the daemon lets the child
+    finish and settles every request in hand before it exits."""
     [daemon] = world.add_replicas(1)
-    _started(world, daemon, "delete.before-storage=sleep:3@1")
+    held = gate(world)
+    _started(world, daemon, held.at())
     world.enqueue(world.orphans(30))
-    wait_until(lambda: "failpoint delete.before-storage: sleep" in _log(world, daemon), 30, "a batch in the child")
+    wait_until(lambda: HELD in _log(world, daemon), 30, "a batch in the child")
+    # all 30 in hand first: on a loaded machine the child's batch may hold only the first few
+    wait_until(lambda: received(daemon) >= 30, 30, "every request in hand")
+    assert daemon.proc is not None
+    daemon.proc.send_signal(signal.SIGTERM)
+    wait_until(lambda: "stopping: finishing the batch in hand" in _log(world, daemon), 30, "the daemon stopping")
+    held.open()
     assert daemon.stop() == 0
     assert world.left() == []
     assert sorted(world.deletions()) == world.ledgers
-    assert "settled the 30 request(s) the lanes had in hand" in _log(world, daemon)
+    # settled before the exit, by whichever path took the child's answer first: recorded, each once
+    assert sorted(r["request"]["ledgerId"] for r in daemon.audit() if r["outcome"] == "deleted") == world.ledgers
 
 
 @pytest.mark.parametrize(("choice", "urls", "cpus", "expected"), [

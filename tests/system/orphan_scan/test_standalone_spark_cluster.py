@@ -95,7 +95,7 @@ def test_a_scan_on_a_standalone_cluster_equals_local(spark_cluster: SparkCluster
     assert str(written / "report.html") in " ".join(done.stdout.split())
 
     on_cluster = json.loads((written / "summary.json").read_text())
-    assert {**on_cluster, "scannedAtMs": 0} == {**local.data.summary.to_json(), "scannedAtMs": 0}
+    assert {**on_cluster, "scannedAt": 0} == {**local.data.summary.to_json(), "scannedAt": 0}
     assert (on_cluster["orphanLedgers"], on_cluster["missingLedgers"]) == (4, len(MISSING))
     for name, rows in local_rows.items():
         assert _rows(spark.read.parquet(str(written / f"{name}.parquet"))) == rows, name
