@@ -108,9 +108,13 @@ def held_topics(worker: DeletePhaseWorker | None) -> set[str] | None:
     holds requests through a dependency outage or has not started (it cannot say what it will receive)."""
     if worker is None or worker.in_hand().paused:
         return None
-    held = [*worker.intake.not_yet_due, *worker.disposer.awaiting_next_try]
+    try:  # read from the gauges' thread while the worker's thread changes them: a torn read says "every topic"
+        held = [*worker.intake.not_yet_due, *worker.disposer.awaiting_next_try]
+        aside = worker.intake.not_yet_due.aside.topics()
+    except RuntimeError:  # "changed size during iteration": this refresh judges nothing, the next one does
+        return None
     lane = worker.offload_lane.topics() if worker.offload_lane is not None else set()
-    return {d.message.topic for d in held} | worker.intake.not_yet_due.aside.topics() | lane
+    return {d.message.topic for d in held} | aside | lane
 
 
 class BacklogGauges:
