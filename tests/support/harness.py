@@ -232,3 +232,21 @@ class MotoS3Server(ServerProcess):
         req = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST")
         with urllib.request.urlopen(req, timeout=5):
             pass
+
+
+def unread_bytes(pid: int) -> int:
+    """Bytes waiting, unread, in the receive queues of ``pid``'s TCP sockets (Linux ``/proc``): what
+    clients have sent to a frozen process, which reads nothing."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):  # an fd closed meanwhile
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:["):-1])
+    unread = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[9] in inodes:
+                unread += int(fields[4].split(":")[1], 16)  # tx_queue:rx_queue, in hex
+    return unread

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import signal
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import pytest
 
 from tests.support.alert_rules import PROMTOOL, promtool_firing
 from tests.support.cli_runner import run_cli
-from tests.support.harness import PulsarLiteBroker, wait_until
+from tests.support.harness import PulsarLiteBroker, unread_bytes, wait_until
 from tests.support.metrics_scrape import metric, scrape
 from tests.support.replicas_world import ReplicaWorld
 
@@ -44,13 +45,34 @@ def _undelivered(port: int) -> float | None:
         return None
 
 
+def _broker_said(broker: PulsarLiteBroker, topic: str) -> str:
+    """The broker's own figures of the topics whose name holds ``topic``, for a failure to show."""
+    try:
+        with urllib.request.urlopen(broker.metrics_url, timeout=10) as r:
+            text = r.read().decode()
+    except OSError as e:
+        return f"(no answer: {e})"
+    return "\n".join(line for line in text.splitlines() if topic in line and not line.startswith("#"))[-4000:]
+
+
 def test_requests_stranded_with_a_killed_replica_are_counted_alerted_and_named_with_the_remedy(
-        world: ReplicaWorld, tmp_path: Path) -> None:
+        world: ReplicaWorld, tmp_path: Path, own_pulsar_lite: PulsarLiteBroker) -> None:
     frozen, sibling = world.add_replicas(2)
     frozen.start().wait_ready()
     assert frozen.proc is not None
+    # one request deleted first: its consumer has asked the broker for messages before it freezes
+    [first] = world.orphans(1)
+    world.enqueue([first])
+    wait_until(lambda: first not in world.left(), 60, "the first request deleted", interval=0.5)
+    pid = frozen.proc.pid
     frozen.proc.send_signal(signal.SIGSTOP)
+    unread_before = unread_bytes(pid)
     world.enqueue(world.orphans(STRANDED))  # dispatched to the only consumer: the frozen one
+    # Killed the moment they reach it, unread in its socket: the kill resets the connection, and pulsar-lite
+    # keeps what it dispatched there.  Killed before they reach it (or after the broker gave up on a client
+    # that answers no keep-alive), the connection ends cleanly and the next consumer gets them.
+    wait_until(lambda: unread_bytes(pid) - unread_before >= STRANDED * 50, 60, "the requests in the frozen "
+               "replica's socket", interval=0.1)
     frozen.stop(signal.SIGKILL)
     frozen.start()
     sibling.start()
@@ -58,8 +80,17 @@ def test_requests_stranded_with_a_killed_replica_are_counted_alerted_and_named_w
     sibling.wait_ready()
 
     # Both live replicas hold nothing and see the requests handed out and quiet for 30 s on the broker's clock.
-    wait_until(lambda: _undelivered(frozen.port) == STRANDED and _undelivered(sibling.port) == STRANDED, 120,
-               f"both replicas counting the {STRANDED} stranded requests as undelivered")
+    seen: dict[str, float | None] = {}
+
+    def both_count() -> bool:
+        seen.update(frozen=_undelivered(frozen.port), sibling=_undelivered(sibling.port))
+        return seen["frozen"] == STRANDED and seen["sibling"] == STRANDED
+
+    try:
+        wait_until(both_count, 120, f"both replicas counting the {STRANDED} stranded requests as undelivered")
+    except RuntimeError as e:
+        raise AssertionError(f"{e}: they said {seen}; the broker said:\n"
+                             f"{_broker_said(own_pulsar_lite, f'__ld_{world.tag}')}") from e
     assert len(world.left()) == STRANDED  # truly stranded: not one was deleted meanwhile
 
     # The alert, on what a replica really exports (its scrape held as Prometheus would record it).

@@ -3,7 +3,6 @@ doubled brokers after SIGKILLs, and a daemon that restarts its killed broker (or
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -19,7 +18,7 @@ from deletion_service.embedded.broker import EmbeddedBroker, alive, pids_serving
 from tests.support.cli_runner import run_cli
 from tests.support.daemon_ledgers import present, request_file, seed
 from tests.support.daemon_process import answers, start_daemon
-from tests.support.harness import free_port, wait_until
+from tests.support.harness import free_port, unread_bytes, wait_until
 from tests.support.metrics_scrape import metric, scrape
 
 #: The Pulsar client's acknowledgment grouping time (its default, 100 ms), which the daemon keeps.
@@ -42,24 +41,6 @@ def _daemon_up(data_dir: Path, *extra: str) -> tuple[subprocess.Popen, int]:
     wait_until(lambda: (data_dir / "broker" / "subscriptions.json").exists(), 60, "the daemon's consumers",
                proc=proc)
     return proc, port
-
-
-def _unread_bytes(pid: int) -> int:
-    """Bytes waiting, unread, in the receive queues of ``pid``'s TCP sockets (Linux ``/proc``): what
-    clients have sent to a frozen process, which reads nothing."""
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        with contextlib.suppress(OSError):  # an fd closed meanwhile
-            target = os.readlink(fd)
-            if target.startswith("socket:["):
-                inodes.add(target[len("socket:["):-1])
-    unread = 0
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            if fields[9] in inodes:
-                unread += int(fields[4].split(":")[1], 16)  # tx_queue:rx_queue, in hex
-    return unread
 
 
 class _Unchanged:
@@ -186,14 +167,14 @@ def test_acks_a_killed_broker_never_persisted_are_not_settled_twice(
         old = EmbeddedBroker(data_dir).read_info()
         assert old is not None
         os.kill(old.pid, signal.SIGSTOP)
-        unread_at_freeze = _unread_bytes(old.pid)
+        unread_at_freeze = unread_bytes(old.pid)
         go.touch()
         deleted = 'pulsar_ledger_deletion_acked_total{outcome="deleted"}'
         wait_until(lambda: metric(scrape(port), deleted) == 20, 60, "the daemon to ack into the frozen broker",
                    proc=proc)
         # acked means handed to the client, which groups acks for up to ACK_GROUP_S before it writes them:
         # wait until they are in the frozen broker's socket (its unread bytes grew, and stay put)
-        wait_until(_Unchanged(lambda: _unread_bytes(old.pid), unread_at_freeze, 2 * ACK_GROUP_S), 30,
+        wait_until(_Unchanged(lambda: unread_bytes(old.pid), unread_at_freeze, 2 * ACK_GROUP_S), 30,
                    "the acks to reach the frozen broker's socket", proc=proc)
         os.kill(old.pid, signal.SIGKILL)
         wait_until(lambda: (metric(scrape(port), "pulsar_ledger_deletion_received_total") or 0) >= 40, 90,
