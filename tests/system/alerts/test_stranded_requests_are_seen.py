@@ -21,7 +21,7 @@ import pytest
 from tests.support.alert_rules import PROMTOOL, promtool_firing
 from tests.support.cli_runner import run_cli
 from tests.support.harness import PulsarLiteBroker, unread_bytes, wait_until
-from tests.support.metrics_scrape import metric, scrape
+from tests.support.metrics_scrape import metric, metric_sum, scrape
 from tests.support.replicas_world import ReplicaWorld
 
 pytestmark = pytest.mark.skipif(PROMTOOL is None, reason="promtool missing: scripts/test.sh installs Debian's")
@@ -45,6 +45,17 @@ def _undelivered(port: int) -> float | None:
         return None
 
 
+def _broker_unacked(broker: PulsarLiteBroker, tag: str) -> float | None:
+    """What the broker counts handed out and unacknowledged on the request topic's subscription."""
+    try:
+        with urllib.request.urlopen(broker.metrics_url, timeout=10) as r:
+            text = r.read().decode()
+    except OSError:
+        return None
+    return metric_sum(text, "pulsar_subscription_unacked_messages", topic=f"__ld_{tag}",
+                      subscription="ledger-deletion")
+
+
 def _broker_said(broker: PulsarLiteBroker, topic: str) -> str:
     """The broker's own figures of the topics whose name holds ``topic``, for a failure to show."""
     try:
@@ -64,6 +75,9 @@ def test_requests_stranded_with_a_killed_replica_are_counted_alerted_and_named_w
     [first] = world.orphans(1)
     world.enqueue([first])
     wait_until(lambda: first not in world.left(), 60, "the first request deleted", interval=0.5)
+    # and its acknowledgement at the broker: frozen before it is sent, it would be stranded with the rest
+    wait_until(lambda: _broker_unacked(own_pulsar_lite, world.tag) == 0, 60, "the first request acknowledged",
+               interval=0.2)
     pid = frozen.proc.pid
     frozen.proc.send_signal(signal.SIGSTOP)
     unread_before = unread_bytes(pid)
