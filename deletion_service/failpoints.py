@@ -53,7 +53,8 @@ POINTS: dict[str, str] = {
 #: The leak watcher's failpoints, apart: its randomized test reaches each of them (the soak, every one above).
 WATCHER_POINTS: dict[str, str] = {
     "watch.before-send": "the leak watcher found leaks past the settle delay; their requests are not sent",
-    "watch.after-pass": "a leak watcher pass sent its requests; the watcher's state is not kept yet",
+    "watch.after-pass": ("a leak watcher pass sent its requests; its reading is kept, the sent "
+                         "ones are still in the kept waiting list"),
 }
 
 _log = logging.getLogger(__name__)

@@ -9,10 +9,12 @@ Taking the role over loads what the previous holder kept (:mod:`.persisted`), so
 compares with it: whatever left every reference during the hand-over (or while no daemon ran)
 departs then, and the departures that were waiting keep their first-seen times.  Losing the role
 drops everything in memory (the successor has the kept state); the next take-over loads it again.
-The state is saved after every pass that changed it, and when the daemon stops: a copy this
-watcher saw is then in the kept reading, so a successor catches it however soon after the hand-over
-it leaves.  What no watcher saw (born and gone between the holder's last pass and the successor's
-first, a session timeout apart) is the scheduled scan's.
+Each pass saves the state once it has compared its reading, before it checks storage or sends
+(and again after sending, when anything was due), and the daemon saves it when it stops: a copy
+this watcher saw is then in the kept reading even when the watcher dies right after the pass, so a
+successor catches it however soon after the hand-over it leaves.  What no watcher saw (born and
+gone between the holder's last pass and the successor's first, a session timeout apart) is the
+scheduled scan's.
 
 Whatever the holder sends is a claim the delete phase verifies; two holders for a moment (a
 connection suspended after ``holds()`` was checked) can only send a request twice.
@@ -72,6 +74,10 @@ class WatcherStatus:
     settle_s: float
 
 
+class _LostRole(Exception):
+    """Another replica saved the watcher's state since this one loaded it: this pass sends nothing."""
+
+
 class WatcherRole:
     """One replica's part in watching for leaks: contend, and while holding the role, run passes."""
 
@@ -116,7 +122,10 @@ class WatcherRole:
             self._take_over()
         assert self.watcher is not None
         started = self.clock()
-        result = self.watcher.run_pass(now=started)
+        try:
+            result = self.watcher.run_pass(now=started)
+        except _LostRole:
+            return None
         self._failed, self._failure_said_at = 0, -math.inf
         failpoint("watch.after-pass")
         self.last_pass_at = started
@@ -126,7 +135,8 @@ class WatcherRole:
             tenant, _, namespace = namespace_of(request.topic_name).partition("/")
             self.gauges.leaks_observed.labels(kind=leak_kind(request.ledger_type), tenant=tenant,
                                               namespace=namespace).inc()
-        self.save()
+        if result.requested or result.deleted_by_broker or result.unsent:  # the due left the waiting ones
+            self.save()
         return result
 
     def _take_over(self) -> None:
@@ -138,7 +148,7 @@ class WatcherRole:
             self._kept = persisted.replacing_unreadable(self.store)
         state = self._kept.state
         self.watcher = LeakWatcher(self.store, self.still_stored, self._send_while_holding, self.settle_s,
-                                   clock_ms=lambda: int(self.clock() * 1000), state=state)
+                                   clock_ms=lambda: int(self.clock() * 1000), state=state, keep=self._keep)
         self.gauges.leader.set(1)
         if state is None:
             _log.info("leak watcher: watching the metadata store; the first pass only looks")
@@ -160,21 +170,31 @@ class WatcherRole:
         self.gauges.leader.set(0)
         self.gauges.waiting.set(0)
 
+    def _keep(self, state: persisted.WatcherState) -> None:
+        """A pass's state, kept before it sends: a pass of a replica that lost the role ends here."""
+        if not self._save(state):
+            raise _LostRole
+
     def save(self) -> None:
-        """Keep the watcher's state for a successor.  Another holder having saved since means this
-        replica lost the role: it steps down and lets the other watch."""
+        """Keep the watcher's state for a successor."""
         state = self.watcher.state() if self.watcher is not None else None
-        if state is None:
-            return
+        if state is not None:
+            self._save(state)
+
+    def _save(self, state: persisted.WatcherState) -> bool:
+        """Keep ``state``; False when another holder has saved since (this replica lost the role: it steps
+        down and lets the other watch).  A state that cannot be written is said, and the pass goes on."""
         try:
             self._kept = persisted.save(self.store, state, self._kept)
         except (BadVersionError, NodeExistsError, NoNodeError):
             self._step_down("another replica saved the watcher's state since this one loaded it")
+            return False
         except persisted.StateTooLarge as e:
             _log.warning("leak watcher: its state is too large to keep (%s): a successor would start from a fresh "
                          "reading", e)
         except MetadataStoreError as e:
             _log.warning("leak watcher: could not keep its state (%s); trying again after the next pass", e)
+        return True
 
     def status(self) -> WatcherStatus:
         return WatcherStatus(True, self.watcher is not None and self.leadership.holds(), self.leadership.holder(),

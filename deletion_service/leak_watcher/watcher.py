@@ -136,6 +136,8 @@ class PassResult:
 
 #: ``send(requests)``: publish them; returns the ones not sent (they wait for the next pass).
 Send = Callable[[Sequence[PendingDeleteLedgerInfo]], Sequence[PendingDeleteLedgerInfo]]
+#: ``keep(state)``: hand the state to a successor; raises to end the pass before anything is sent.
+Keep = Callable[[WatcherState], None]
 
 
 class LeakWatcher:
@@ -143,11 +145,15 @@ class LeakWatcher:
 
     ``still_stored(request)``: whether the copy the request names is still in storage;
     ``send``: publish requests (the mark phase's producer half).  ``state``: what a previous
-    watcher kept (:mod:`.persisted`); the first pass then compares with it instead of only looking."""
+    watcher kept (:mod:`.persisted`); the first pass then compares with it instead of only looking.
+    ``keep``: called once each pass has compared its reading, before a storage check or a send, with
+    the state as it then is (what is due still waiting): a watcher that dies anywhere after that hands
+    its successor everything this pass saw, and the successor sends again what may not have gone out."""
 
     def __init__(self, store: MetadataStore, still_stored: Callable[[PendingDeleteLedgerInfo], bool],
-                 send: Send, settle_s: float, clock_ms: Callable[[], int], state: WatcherState | None = None) -> None:
-        self.store, self.still_stored, self.send = store, still_stored, send
+                 send: Send, settle_s: float, clock_ms: Callable[[], int], state: WatcherState | None = None,
+                 keep: Keep | None = None) -> None:
+        self.store, self.still_stored, self.send, self.keep = store, still_stored, send, keep
         self.queue = SettleQueue(settle_s)
         self.last: Reading | None = None
         self.clock_ms = clock_ms
@@ -194,6 +200,8 @@ class LeakWatcher:
         self.queue.add(departed, now)
         self.queue.drop_referenced(reading)
         self.last = reading if self.last is None else carried(self.last, reading)
+        if self.keep is not None:
+            self.keep(WatcherState(self.last, tuple(self.queue.waiting())))
         due = self.queue.due(now + max(0, self.clock_ms() - started_ms) / 1000, reading.knows)
         try:
             leaks = self._still_stored(due)

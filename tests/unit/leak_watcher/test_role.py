@@ -13,6 +13,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
+from deletion_service import failpoints
 from deletion_service.cluster_writer import ClusterWriter, pulsar_custom_metadata
 from deletion_service.leak_watcher import persisted
 from deletion_service.leak_watcher.role import WatcherRole
@@ -105,6 +106,53 @@ def test_only_the_holder_passes_and_a_successor_catches_a_leak_made_during_the_h
         clock.now += SETTLE_S
         role_b.tick()
         assert _sent(broker) == [1, 2]  # both leaks requested, each once, by the successor
+
+
+def test_a_holder_that_dies_right_after_a_pass_hands_over_what_that_pass_saw(tmp_path: Path) -> None:
+    """Ledger 5 is born, seen by one pass of a holder that dies right after it (the failpoint raises
+    where a real holder would be SIGKILLed), and leaks before anyone passes again: the successor finds
+    it only because that pass's reading was kept before it ended."""
+    clock, broker = Clock(), Broker()
+    with open_store(f"sqlite:///{tmp_path / 'm.db'}") as store:
+        w = _seed(store, [1, 2])
+        a, b = Switch("a", True), Switch("b", False)
+        role_a = _role(store, a, broker, clock)
+        role_a.tick()
+        w.bk_ledger(5, pulsar_custom_metadata(TOPIC), ctime_ms=1)
+        w.managed_ledger(TOPIC, [1, 2, 5])  # born
+        failpoints.configure("watch.after-pass=raise")
+        try:
+            assert role_a.tick() is None  # the pass that saw 5, and the holder "dies" right after it
+        finally:
+            failpoints.configure("")
+        a.on, b.on = False, True
+        w.managed_ledger(TOPIC, [1, 2])  # 5 leaks during the hand-over
+        role_b = _role(store, b, broker, clock)
+        first = role_b.tick()
+        assert first is not None and first.departed == 1  # 5 departs: it was in the kept reading
+        clock.now += SETTLE_S
+        role_b.tick()
+        assert _sent(broker) == [5]
+
+
+def test_a_pass_that_finds_it_lost_the_role_when_keeping_its_state_sends_nothing(tmp_path: Path) -> None:
+    """Another holder saved the state meanwhile (two holders for a moment): the old one's pass keeps
+    nothing over it, sends nothing, and stops watching."""
+    clock, broker = Clock(), Broker()
+    with open_store(f"sqlite:///{tmp_path / 'm.db'}") as store:
+        w = _seed(store, [1, 2])
+        role_a = _role(store, Switch("a", True), broker, clock)
+        role_a.tick()
+        w.managed_ledger(TOPIC, [2])
+        role_a.tick()  # 1 waits out the settle delay
+        role_b = _role(store, Switch("b", True), broker, clock)
+        w.managed_ledger(TOPIC, [])
+        clock.now += SETTLE_S
+        role_b.tick()  # the other holder takes over and keeps its own state
+        generation = persisted.load(store).generation
+        assert role_a.tick() is None and role_a.watcher is None
+        assert persisted.load(store).generation == generation
+        assert _sent(broker) == [1]  # the other holder's send; none from the one that lost the role
 
 
 def test_a_request_the_broker_does_not_take_is_sent_again_next_pass(tmp_path: Path) -> None:
