@@ -54,7 +54,7 @@ POINTS: dict[str, str] = {
 WATCHER_POINTS: dict[str, str] = {
     "watch.before-send": "the leak watcher found leaks past the settle delay; their requests are not sent",
     "watch.after-pass": ("a leak watcher pass sent its requests; its reading is kept, the sent "
-                         "ones are still in the kept waiting list"),
+                         "ones still in the kept waiting list"),
 }
 
 _log = logging.getLogger(__name__)

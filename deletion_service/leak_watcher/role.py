@@ -10,9 +10,10 @@ compares with it: whatever left every reference during the hand-over (or while n
 departs then, and the departures that were waiting keep their first-seen times.  Losing the role
 drops everything in memory (the successor has the kept state); the next take-over loads it again.
 Each pass saves the state once it has compared its reading, before it checks storage or sends
-(and again after sending, when anything was due), and the daemon saves it when it stops: a copy
-this watcher saw is then in the kept reading even when the watcher dies right after the pass, so a
-successor catches it however soon after the hand-over it leaves.  What no watcher saw (born and
+(the requests it sends leave the kept waiting list with the next pass's save), and the daemon saves
+it when it stops: a copy this watcher saw is then in the kept reading even when the watcher dies
+right after the pass, so a successor catches it however soon after the hand-over it leaves, and
+sends again at most what one pass sent (each second request settles as already absent).  What no watcher saw (born and
 gone between the holder's last pass and the successor's first, a session timeout apart) is the
 scheduled scan's.
 
@@ -135,8 +136,6 @@ class WatcherRole:
             tenant, _, namespace = namespace_of(request.topic_name).partition("/")
             self.gauges.leaks_observed.labels(kind=leak_kind(request.ledger_type), tenant=tenant,
                                               namespace=namespace).inc()
-        if result.requested or result.deleted_by_broker or result.unsent:  # the due left the waiting ones
-            self.save()
         return result
 
     def _take_over(self) -> None:
