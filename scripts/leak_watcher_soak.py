@@ -45,10 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replicas", type=int, default=2, help="daemon replicas (default 2)")
     parser.add_argument("--topics", type=int, default=12, help="topics the brokers start with (default 12)")
     parser.add_argument("--keep", type=Path, default=None, help="run in DIR and keep its logs")
-    parser.add_argument("--min-life", type=float, default=45.0,
-                        help="seconds a copy stays referenced at least (default 45: two hand-overs in a row, each "
-                             "a session timeout and a pass, leave nobody watching for up to ~25 s; a copy born and "
-                             "gone inside such a window is the scan's)")
+    parser.add_argument("--min-life", type=float, default=15.0,
+                        help="seconds a copy stays referenced at least (default 15: a hand-over leaves nobody "
+                             "watching for up to a session timeout and a pass, ~11 s; a copy born and gone inside "
+                             "that window is the scan's)")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "test")  # moto_server takes any credentials

@@ -42,6 +42,8 @@ _log = logging.getLogger(__name__)
 
 #: Namespaces read ahead of the one being compared.
 READ_AHEAD = 1
+#: Leaks named in a pass's one log line (the rest are counted).
+LOGGED_EXAMPLES = 3
 #: Storage checks in flight at once (each asks BookKeeper's metadata or the offloader about one copy).
 CHECK_THREADS = 32
 
@@ -212,8 +214,10 @@ class LeakWatcher:
         if unsent:  # back in line, due at once: the next pass checks and sends them again
             self.queue.restore([(now - self.queue.settle_s, request) for request in unsent])
         sent = [request for request in leaks if request not in unsent]
-        for request in sent:
-            _log.warning("leak watcher: %s left every reference but is still stored: requested (leaked)",
-                         request.describe())
+        if sent:  # one line a pass, however many: each leak's request is in the audit trail by its outcome
+            examples = "; ".join(request.describe() for request in sent[:LOGGED_EXAMPLES])
+            more = f" and {len(sent) - LOGGED_EXAMPLES} more" if len(sent) > LOGGED_EXAMPLES else ""
+            _log.warning("leak watcher: %d copy(ies) left every reference but are still stored: requested (leaked): "
+                         "%s%s", len(sent), examples, more)
         return PassResult(sum(len(d.requests) for d in departed), sent, len(due) - len(leaks), len(unsent),
                           len(self.queue))

@@ -7,9 +7,12 @@ that a hand-over can happen at an exact point; the election itself runs against 
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+
+import pytest
 
 from prometheus_client import CollectorRegistry
 
@@ -153,6 +156,25 @@ def test_a_pass_that_finds_it_lost_the_role_when_keeping_its_state_sends_nothing
         assert role_a.tick() is None and role_a.watcher is None
         assert persisted.load(store).generation == generation
         assert _sent(broker) == [1]  # the other holder's send; none from the one that lost the role
+
+
+def test_a_pass_that_requests_many_leaks_says_so_in_one_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A broker that fails every delete must not bury the log: one WARNING a pass, with a few of the
+    leaks named and the rest counted (each one's request and outcome are in the audit trail)."""
+    clock, broker = Clock(), Broker()
+    with open_store(f"sqlite:///{tmp_path / 'm.db'}") as store:
+        w = _seed(store, list(range(1, 11)))
+        role = _role(store, Switch("a", True), broker, clock)
+        role.tick()
+        w.managed_ledger(TOPIC, [10])
+        role.tick()
+        clock.now += SETTLE_S
+        with caplog.at_level(logging.WARNING, logger="deletion_service.leak_watcher"):
+            role.tick()
+        assert _sent(broker) == list(range(1, 10))
+        lines = [r.getMessage() for r in caplog.records if "requested (leaked)" in r.getMessage()]
+        assert len(lines) == 1, lines
+        assert lines[0].startswith("leak watcher: 9 copy(ies) left every reference") and lines[0].endswith("and 6 more")
 
 
 def test_a_request_the_broker_does_not_take_is_sent_again_next_pass(tmp_path: Path) -> None:
