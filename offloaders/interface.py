@@ -438,6 +438,16 @@ class Offloader(abc.ABC):
     def exists(self, target: OffloadTarget, name: str) -> bool:
         return self.head(target, name) is not None
 
+    def stat_objects(self, target: OffloadTarget, names: Sequence[str]) -> dict[str, ObjectHead | None]:
+        """Each named object's size and time (None: absent), for names of :meth:`object_names`.
+
+        What presence checks and the sizes recorded before a delete need, and nothing more:
+        ``user_metadata`` may be empty (a listing does not return it; read :meth:`head` for it).
+        By default a :meth:`head` per name; a backend whose calls cost round trips answers several
+        names with one call (the S3 family: one listing per object stem, see ``s3.py``)."""
+        self.check_allowed(target)
+        return {name: self.head(target, name) for name in unique(names)}
+
     @abc.abstractmethod
     def delete_objects(self, target: OffloadTarget, names: Sequence[str]) -> dict[str, ObjectDeleteOutcome]:
         """Delete ``names``; every name gets an outcome.  Absent is success."""

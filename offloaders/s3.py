@@ -53,6 +53,8 @@ from offloaders.interface import (
 
 T = TypeVar("T")
 
+#: What an index object's name adds to its data object's (``-index``): the two share a stem.
+INDEX_SUFFIX = "-index"
 #: S3's DeleteObjects limit.
 MAX_DELETE_BATCH = 1000
 #: Largest index object we read whole; upstream indexes are ~20 bytes per data block.
@@ -92,6 +94,25 @@ def map_client_error(err: Exception, what: str) -> OffloadError:
     if isinstance(err, NoCredentialsError | PartialCredentialsError):
         return OffloadTargetError(f"{what}: no usable S3 credentials ({err})")
     return OffloadTargetError(f"{what}: {err}")
+
+
+def stat_by_stem(list_objects: Callable[..., Iterator[ObjectHead]], target: OffloadTarget,
+                 names: Sequence[str]) -> dict[str, ObjectHead | None]:
+    """Each name's head (None: absent) from one listing per (location, stem): see
+    :meth:`S3Offloader.stat_objects`."""
+    wanted = unique(names)
+    out: dict[str, ObjectHead | None] = dict.fromkeys(wanted)
+    groups: dict[tuple[StorageLocation, str], set[str]] = {}
+    for name in wanted:
+        groups.setdefault((target.location_of(name), name.removesuffix(INDEX_SUFFIX)), set()).add(name)
+    for (where, stem), group in groups.items():
+        last = max(group)
+        for head in list_objects(where, prefix=stem):
+            if head.name in group:
+                out[head.name] = head
+            if head.name >= last:
+                break
+    return out
 
 
 def is_absent(err: ClientError) -> bool:
@@ -223,20 +244,32 @@ class S3Offloader(Offloader):
             raise map_client_error(e, what) from e
         return body, {str(k).lower(): str(v) for k, v in (r.get("Metadata") or {}).items()}
 
+    def stat_objects(self, target: OffloadTarget, names: Sequence[str]) -> dict[str, ObjectHead | None]:
+        """One ``ListObjectsV2`` per object stem and location, instead of a HEAD per name.
+
+        A part of an offloaded copy is two objects with one stem: ``<uuid>-ledger-<id>`` and its
+        ``-index``, or a segment's ``<uuid>`` and ``<uuid>-index``.  A HEAD per object, and for each
+        absent one a HEAD of its bucket (a missing bucket must never read as "absent"), cost four
+        calls per absent part; a listing of the stem answers both names in one call, and a missing
+        bucket fails it (``NoSuchBucket``, a target error), so "absent" needs no second call.  Keys
+        come back in name order: the listing stops at the last name asked for."""
+        self.check_allowed(target)
+        return stat_by_stem(self.list_objects, target, names)
+
     def delete_objects(self, target: OffloadTarget, names: Sequence[str]) -> dict[str, ObjectDeleteOutcome]:
-        """HEAD each name (S3 reports a deleted-but-absent key as deleted, so this is
-        how we tell), then delete the present ones: data objects before index
+        """Find which names exist (:meth:`stat_objects`: S3 reports a deleted-but-absent key as
+        deleted, so this is how we tell), then delete the present ones: data objects before index
         objects, so an interrupted deletion still leaves an index to verify."""
         self.check_allowed(target)
         outcomes: dict[str, ObjectDeleteOutcome] = {}
         present: list[str] = []
-        for name in unique(names):
-            if self.head(target, name) is None:
+        for name, head in self.stat_objects(target, names).items():
+            if head is None:
                 outcomes[name] = ObjectDeleteOutcome.ABSENT
             else:
                 present.append(name)
-        data = [n for n in present if not n.endswith("-index")]
-        index = [n for n in present if n.endswith("-index")]
+        data = [n for n in present if not n.endswith(INDEX_SUFFIX)]
+        index = [n for n in present if n.endswith(INDEX_SUFFIX)]
         for group in (data, index):
             by_location: dict[StorageLocation, list[str]] = {}
             for name in group:  # each object where it was written (a segment may have its own location)

@@ -32,6 +32,13 @@ target that does not answer costs its own requests only:
 The lane holds at most ``capacity`` undecided requests; the worker defers
 offload requests beyond that to RETRY with their attempts unchanged, so an
 outage can neither fill memory nor block BookKeeper deletions.
+
+**Turns.**  Both threads take their requests in turns (:mod:`.turns`): tenant by
+tenant, namespace by namespace, each turn worth :data:`QUANTUM` parts of storage
+calls, each batch at most :data:`BATCH_PARTS`; so one namespace's queue of
+expensive requests delays another namespace's by one turn, not by the queue.  A
+request naming more parts than one request may costs no storage call at all
+(``storage/offload_cost.py``).
 """
 
 from __future__ import annotations
@@ -39,20 +46,31 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable
 
 from deletion_service.delete_phase.consumer.copies import attempts, grace_since
+from deletion_service.delete_phase.offload.turns import Turns
 from deletion_service.delete_phase.pipeline import DeletePipeline
 from deletion_service.delete_phase.rules.decision import Action, Policy
 from deletion_service.delete_phase.rules.lifecycle import MessageInHand
 from deletion_service.delete_phase.storage.breaker import TargetBreakers
+from deletion_service.delete_phase.storage.offload_cost import MAX_PARTS_CHECKED, storage_cost
 from deletion_service.delete_phase.storage.offload_index import offload_target_keys
+from deletion_service.protocol.topics import namespace_of_topic
 
 _log = logging.getLogger(__name__)
 
 #: How long requests of a target that stopped answering are held (uncounted) before they are parked.
 HOLD_S = 300.0
+#: What one tenant's turn is worth, in parts (storage calls): the dearest request a turn must serve.
+QUANTUM = MAX_PARTS_CHECKED
+#: What one batch may cost, in parts: a hundred single-part requests fit, two of the dearest do.
+BATCH_PARTS = 2 * QUANTUM
+
+
+def _turns() -> Turns[MessageInHand]:
+    return Turns(lambda p: namespace_of_topic(p.admitted.topic_name), lambda p: storage_cost(p.admitted), QUANTUM)
 
 
 class OffloadLane:
@@ -64,8 +82,8 @@ class OffloadLane:
         self.pipeline, self.policy, self.breakers = pipeline, policy, breakers
         self.capacity, self.batch_size, self.hold_s = capacity, batch_size, hold_s
         self.hold_per_target = max(1, capacity // 10)
-        self._inbox: deque[MessageInHand] = deque()  # targets that answered before: batches, main thread
-        self._probation: deque[MessageInHand] = deque()  # a target never seen answering: one at a time
+        self._inbox = _turns()  # targets that answered before: batches, main thread
+        self._probation = _turns()  # a target never seen answering: one at a time
         #: target key -> requests waiting for it to answer, each with the (transient) action it met
         self._held: dict[str, list[tuple[MessageInHand, Action]]] = {}
         self._outbox: list[MessageInHand] = []
@@ -166,24 +184,25 @@ class OffloadLane:
             thread.join(wait_s)
         self.breakers.close()
 
-    def _queue_for(self, p: MessageInHand) -> deque[MessageInHand]:
+    def _queue_for(self, p: MessageInHand) -> Turns[MessageInHand]:
         keys = offload_target_keys(p.admitted)
         return self._inbox if all(self.breakers.has_answered(k) for k in keys) else self._probation
 
-    def _take(self, queue: deque[MessageInHand], limit: int) -> list[MessageInHand]:
-        """The next batch, once the requests this lane decided before are recorded (taken back and
-        disposed of by the worker) and the worker lets deletes go on: a daemon killed, or a trail that
-        refuses records, leaves at most the batches in hand deleted and unrecorded, as for BookKeeper."""
+    def _take(self, queue: Turns[MessageInHand], limit: int) -> list[MessageInHand]:
+        """The next batch, in turns (:mod:`.turns`), once the requests this lane decided before are
+        recorded (taken back and disposed of by the worker) and the worker lets deletes go on: a daemon
+        killed, or a trail that refuses records, leaves at most the batches in hand deleted and
+        unrecorded, as for BookKeeper."""
         with self._cond:
             if not queue or self._quiescing or not self._may_go_on():
                 self._cond.wait(0.2)
             if self._quiescing or not self._may_go_on():
                 return []
-            batch = [queue.popleft() for _ in range(min(limit, len(queue)))]
+            batch = queue.take(limit, BATCH_PARTS)
             self._working += len(batch)
             return batch
 
-    def _loop(self, queue: deque[MessageInHand], limit: int) -> None:
+    def _loop(self, queue: Turns[MessageInHand], limit: int) -> None:
         while not self._stop.is_set():
             self.breakers.tick()
             self._release_held()
@@ -196,7 +215,7 @@ class OffloadLane:
                 _log.exception("offload lane: a batch of %d failed; they are decided again", len(batch))
                 done = []
                 with self._cond:
-                    queue.extendleft(reversed(batch))
+                    queue.put_back(batch)
             with self._cond:
                 self._outbox.extend(done)
                 self._working -= len(batch)

@@ -190,7 +190,7 @@ class Executor:
             self.claims.release(claim)
 
     def _delete_claimed(self, target: OffloadTarget, claim: Claim) -> DeleteResult:
-        """HEAD the copy's objects, renew the claim, delete them (see the module's docstring)."""
+        """Read the sizes of the copy's objects, renew the claim, delete them (see the module's docstring)."""
         failed_tries: list[OffloadTransientError] = []
 
         def delete_all(offloader: Offloader, target: OffloadTarget) -> dict[str, ObjectDeleteOutcome]:
@@ -225,10 +225,11 @@ class Executor:
 def _sizes(offloader: Offloader, target: OffloadTarget) -> dict[str, int]:
     """Each object's size, read just before it is deleted: the audit trail says what went, and how much.
 
-    A handful of HEADs per ledger (data and index, per segment), next to the deletes themselves;
-    an object absent here and deleted anyway (written in between) is recorded with size -1."""
-    heads = (offloader.head(target, name) for name in offloader.object_names(target))
-    return {h.name: h.size for h in heads if h is not None}
+    One call per part of the copy on S3 (a listing of its stem, ``Offloader.stat_objects``), next to
+    the deletes themselves; an object absent here and deleted anyway (written in between) is recorded
+    with size -1."""
+    heads = offloader.stat_objects(target, offloader.object_names(target))
+    return {name: h.size for name, h in heads.items() if h is not None}
 
 
 DELETES = frozenset({Verdict.DELETE_BOOKKEEPER, Verdict.DELETE_OFFLOAD})

@@ -54,6 +54,7 @@ from deletion_service.delete_phase.rules.owner_paths import (
 )
 from deletion_service.delete_phase.rules.verify_offload import IndexExpectation, Verification
 from deletion_service.delete_phase.storage.breaker import TargetBreakers, TargetNotAnswering
+from deletion_service.delete_phase.storage.offload_cost import beyond_bound
 from deletion_service.delete_phase.storage.offload_index import (
     ChargedStorage,
     ListingUnreadable,
@@ -243,6 +244,9 @@ class FactGatherer:
     # ---- tiered storage
 
     def _gather_offload(self, request: PendingDeleteLedgerInfo, facts: Facts) -> Facts:
+        too_many = beyond_bound(request)  # before any storage call: such a request costs none
+        if too_many is not None:
+            return replace(facts, invalid=too_many)
         try:
             gate = self.target_breakers.gate(offload_target_keys(request))  # once, before any try
             if gate is not None:
@@ -289,8 +293,8 @@ class FactGatherer:
             return OffloadFact(target_error=str(e))
         storage = ChargedStorage(offloader, target, self.target_breakers)
         try:
-            heads = [storage.head(name) for name in offloader.object_names(target)]
-            present = [h for h in heads if h is not None]
+            heads = storage.stat_objects(offloader.object_names(target))
+            present = [h for h in heads.values() if h is not None]
             if not present:  # absent where each part was written (each segment at its own location)
                 return OffloadFact(target=target, present=False)
             index = verify_offloaded_copy(storage, target, IndexExpectation(managed_ledger_name=ml_name),

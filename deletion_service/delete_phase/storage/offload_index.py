@@ -12,7 +12,7 @@ real objects with :func:`verify_offloaded_copy`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
 from deletion_service.delete_phase.rules.verify_offload import (
@@ -35,6 +35,7 @@ from offloaders.interface import (
     OffloadError,
     OffloadTarget,
     OffloadTransientError,
+    StorageLocation,
 )
 
 T = TypeVar("T")
@@ -124,6 +125,17 @@ class ChargedStorage:
 
     def head(self, name: str) -> ObjectHead | None:
         return self._call(name, lambda: self.offloader.head(self.target, name))
+
+    def stat_objects(self, names: Sequence[str]) -> dict[str, ObjectHead | None]:
+        """``Offloader.stat_objects``, one call per location the names are at, each charged to its own."""
+        by_location: dict[StorageLocation, list[str]] = {}
+        for name in names:
+            by_location.setdefault(self.target.location_of(name), []).append(name)
+        out: dict[str, ObjectHead | None] = {}
+        for located in by_location.values():
+            out.update(self._call(located[0], lambda located=located: self.offloader.stat_objects(self.target,
+                                                                                                   located)))
+        return out
 
     def index_refs(self, target: OffloadTarget) -> list[IndexRef]:
         return self.offloader.index_refs(target)
