@@ -43,13 +43,16 @@ class DlqEntryModel(BaseModel):
 
     messageId: str
     publishedAt: int = Field(description="publish time, epoch ms")
-    reason: str = Field(description="short kind (`invalid-request`, `cannot-verify`, `max-retries-reached`, …)")
-    lastError: str
-    attempts: int = Field(description="RECONSUMETIMES when it was parked")
+    reason: str = Field(description="short kind (`invalid-request`, `cannot-verify`, `max-retries-reached`, …); "
+                                    "`unsealed` when the daemon's seal does not prove why it was parked")
+    lastError: str = Field(description="what failed last, as the daemon parked it; empty when unsealed")
+    attempts: int = Field(description="RECONSUMETIMES when it was parked; 0 when unsealed")
     request: dict[str, Any] | None = Field(description="the decoded request; null when undecodable")
     payloadBase64: str | None = Field(description="the raw payload when undecodable; else null")
     topic: str = Field(description="the DLQ topic it is parked on (a requeue sends it back to that topic's "
                                    "request topic)")
+    sealed: bool = Field(description="whether the daemon parked it and sealed its reason, last error and attempts "
+                                     "(a message anyone else put in the DLQ is listed, its own words never shown)")
 
 
 def payload_schemas() -> dict[str, Any]:

@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from deletion_service.broker.interface import Received
 from deletion_service.delete_phase.consumer.copies import SETTLED_MARKER
 from deletion_service.delete_phase.rules.hold_reason import HoldSeal
+from deletion_service.delete_phase.rules.seal import ParkedSeal
 from metastore.interface import ABSENT, MetadataStore, MetadataStoreError, NodeExistsError
 
 #: The signing key's node (hex text); only this tool reads or writes it.
@@ -91,6 +92,11 @@ class MarkerKey:
         """The same key seals the hold labels of RETRY copies (another domain: a marker's MAC is never a
         seal's, nor the reverse)."""
         return HoldSeal(self._secret)
+
+    def parked_seal(self) -> ParkedSeal:
+        """The same key seals why a DLQ copy was parked (its own domain too): a listing shows a reason, a
+        last error and a count only when it holds."""
+        return ParkedSeal(self._secret)
 
     def bodies(self, dlq_topic: str, ids: Sequence[str]) -> list[bytes]:
         """The marker bodies that settle ``ids`` on ``dlq_topic`` (one per :data:`IDS_PER_MARKER`)."""

@@ -21,6 +21,16 @@ so the subscription's backlog — the ``dlq_size`` gauge — never counts it.  A
 ordinary parked message, listed like any other.  The marker lives after the messages it
 settles, so the broker never trims it while they remain.
 
+**What a parked message says is shown only when this tool wrote it.**  In namespace scope any tenant
+may produce to its own DLQ, choosing every property: its ``reason``, ``lastError`` and
+``RECONSUMETIMES`` would be words and figures on an operator's screen.  So the daemon seals them
+with the copy's body and topic family (:class:`~deletion_service.delete_phase.rules.seal.ParkedSeal`,
+the key of the markers), and a listing shows them only when the seal holds; any other parked
+message is listed all the same (it is parked: that is a fact) with reason :data:`~.reasons.UNSEALED`,
+no last error, 0 attempts and ``sealed`` false.  It can be filtered (``--reason unsealed``), purged
+and requeued like any other: a requeue sends it to its own DLQ's request topic, where the daemon
+decides it from the facts and, if it parks it again, says why under its seal.
+
 **Every message is listed, whatever its bytes and properties.**  Reading an entry never raises:
 an undecodable body is shown as such (its bytes in ``payloadBase64`` when they fit), garbled
 properties as empty, so purge can always remove by id what nothing else can parse.
@@ -61,11 +71,14 @@ from deletion_service.delete_phase.consumer.copies import (
     DLQ_LAST_ERROR,
     DLQ_REASON,
     MAX_DLQ_BODY,
+    PARKED_SEAL,
     RECONSUMETIMES,
     SETTLED_MARKER,
 )
 from deletion_service.delete_phase.rules.decision import Kind
+from deletion_service.delete_phase.rules.seal import ParkedSeal
 from deletion_service.dlq.marker import MarkerKey
+from deletion_service.dlq.reasons import UNSEALED
 from deletion_service.protocol.request import PendingDeleteLedgerInfo, decode
 from deletion_service.protocol.topics import DeletionTopics
 
@@ -76,8 +89,11 @@ MARKER_PROPERTY = SETTLED_MARKER
 #: operator who fixed that names the request by id.
 STAYS_PARKED = frozenset({Kind.CROSS_NAMESPACE, Kind.INVALID_REQUEST, Kind.CANNOT_VERIFY})
 #: Reasons a filter may requeue: the kinds this tool writes, less those above ("failed": an older
-#: daemon's word for a DLQ verdict without a kind).  Any other reason is not ours: it stays parked.
-REQUEUED_BY_FILTER = frozenset({k.value for k in Kind if k not in STAYS_PARKED and k != Kind.NONE} | {"failed"})
+#: daemon's word for a DLQ verdict without a kind), and ``unsealed`` (why it was parked is not known,
+#: so it may be anything retrying changes; the daemon decides it again under its DLQ's own scope, and
+#: what it parks again carries a sealed reason).  Any other reason is not ours: it stays parked.
+REQUEUED_BY_FILTER = frozenset({k.value for k in Kind if k not in STAYS_PARKED and k != Kind.NONE}
+                               | {"failed", UNSEALED})
 #: The reason and last error as listed: a parked message's properties are anyone's, so bounded.
 MAX_REASON_CHARS = 200
 MAX_ERROR_CHARS = 2000
@@ -95,11 +111,14 @@ class DlqEntry:
     request: dict | None  # the decoded request, None when undecodable
     payload_base64: str | None
     topic: str = ""  # the DLQ topic it is parked on
+    #: this tool parked it and sealed its reason, last error and attempts; else they read
+    #: ``unsealed``, "" and 0 (a producer's own words are never shown)
+    sealed: bool = False
 
     def to_json(self) -> dict:
         return {"messageId": self.message_id, "publishedAt": self.published_ms, "reason": self.reason,
                 "lastError": self.last_error, "attempts": self.attempts, "request": self.request,
-                "payloadBase64": self.payload_base64, "topic": self.topic}
+                "payloadBase64": self.payload_base64, "topic": self.topic, "sealed": self.sealed}
 
     @property
     def requeued_by_filter(self) -> bool:
@@ -141,17 +160,25 @@ class UnknownMessageIds(Exception):
         self.missing = missing
 
 
-def entry(message: Received, dlq_topic: str = "") -> DlqEntry:
-    """One parked message as listed.  Never raises, whatever its bytes and properties."""
+def entry(message: Received, dlq_topic: str = "", seal: ParkedSeal | None = None) -> DlqEntry:
+    """One parked message as listed: its reason, last error and attempts only when ``seal`` proves this
+    tool parked it with them (else ``unsealed``, "" and 0).  Never raises, whatever its bytes and properties."""
     props = message.properties if isinstance(message.properties, dict) else {}
     request, payload = _decoded(message.data)
+    reason, last_error, count = (props.get(k) for k in (DLQ_REASON, DLQ_LAST_ERROR, RECONSUMETIMES))
+    sealed = (seal or ParkedSeal(None)).proves(reason, last_error, count, props.get(PARKED_SEAL),
+                                               dlq_topic or str(message.topic), message.data)
+    shown = (_text(reason, MAX_REASON_CHARS), _text(last_error, MAX_ERROR_CHARS), _count(count)) if sealed \
+        else (UNSEALED, "", 0)
+    return DlqEntry(display_message_id(str(message.message_id)), int(message.publish_time_ms), *shown,
+                    request, payload, dlq_topic, sealed)
+
+
+def _count(value: object) -> int:
     try:
-        attempts = max(0, int(str(props.get(RECONSUMETIMES, "0"))[:20]))
+        return max(0, int(str(value)[:20]))
     except ValueError:
-        attempts = 0
-    return DlqEntry(display_message_id(str(message.message_id)), int(message.publish_time_ms),
-                    _text(props.get(DLQ_REASON), MAX_REASON_CHARS), _text(props.get(DLQ_LAST_ERROR), MAX_ERROR_CHARS),
-                    attempts, request, payload, dlq_topic)
+        return 0
 
 
 def _decoded(data: bytes) -> tuple[dict | None, str | None]:
@@ -173,9 +200,10 @@ class Snapshot:
     topics: DeletionTopics
     parked: list[Received] = field(default_factory=list)
     markers: list[str] = field(default_factory=list)
+    seal: ParkedSeal = field(default_factory=lambda: ParkedSeal(None))  # proves what the daemon parked
 
     def entries(self) -> list[tuple[DlqEntry, Received]]:
-        return [(entry(m, self.topics.dlq), m) for m in self.parked]
+        return [(entry(m, self.topics.dlq, self.seal), m) for m in self.parked]
 
 
 def snapshot(broker: BrokerClient, topics: DeletionTopics, key: MarkerKey) -> Snapshot:
@@ -200,7 +228,7 @@ def sort_out(topics: DeletionTopics, stored: list[Received], key: MarkerKey) -> 
     """Signed markers (and the ids they settle) apart, every other message parked: a message is hidden
     only when a marker this tool signed for this DLQ names it."""
     settled: set[str] = set()
-    out = Snapshot(topics)
+    out = Snapshot(topics, seal=key.parked_seal())
     marker_ids: set[str] = set()
     for message in stored:
         ids = key.settled_by(topics.dlq, message)

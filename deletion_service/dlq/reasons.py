@@ -5,7 +5,9 @@ A filter on a reason no request can carry matches nothing, and "0 parked" then r
 news; so an unknown reason is refused, naming the known ones (and the closest to what was typed).
 The list is the DLQ verdicts' kinds (:class:`~deletion_service.delete_phase.rules.decision.Kind`) —
 the kinds that only ever delay a request (not-yet, in-use-grace, transient) are never a DLQ
-reason — and ``failed``, an older daemon's word for a DLQ verdict without a kind.
+reason — ``failed``, an older daemon's word for a DLQ verdict without a kind, and :data:`UNSEALED`:
+what a listing says of a parked message whose reason this tool did not seal (a producer's own words,
+or a copy an older daemon parked), whose words it does not show.
 """
 
 from __future__ import annotations
@@ -18,8 +20,11 @@ from deletion_service.delete_phase.rules.outward import UNKNOWN_DLQ_REASON
 #: Kinds that delay a request (a reconsume) and never park it.
 _NEVER_PARKED = frozenset({Kind.NONE, Kind.NOT_YET, Kind.IN_USE_GRACE, Kind.TRANSIENT})
 
+#: The listed reason of a parked message that does not prove this tool parked it (see ``operations.entry``).
+UNSEALED = "unsealed"
+
 PARKED_REASONS: tuple[str, ...] = tuple(sorted({k.value for k in Kind if k not in _NEVER_PARKED}
-                                               | {UNKNOWN_DLQ_REASON}))
+                                               | {UNKNOWN_DLQ_REASON, UNSEALED}))
 
 
 def unknown_reason(reason: str) -> str | None:

@@ -1,5 +1,6 @@
 """A data dir whose DLQ holds four parked requests, parked as the daemon parks them (through the
-publisher's DLQ producer); 9 is an undecodable payload."""
+publisher's DLQ producer, their reasons sealed under the metadata store's key); 9 is an undecodable
+payload."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from deletion_service.broker.publisher import RequestPublisher
 from deletion_service.broker.pulsar_client import PulsarBrokerClient
 from deletion_service.cluster_writer import ClusterWriter
 from deletion_service.config import DeletionConfig
+from deletion_service.delete_phase.consumer.copies import DLQ_LAST_ERROR, DLQ_REASON, PARKED_SEAL, RECONSUMETIMES
+from deletion_service.delete_phase.rules.seal import ParkedSeal
+from deletion_service.dlq.marker import MarkerKey
 from deletion_service.embedded.broker import EmbeddedBroker, stop_pid
 from deletion_service.protocol.request import PendingDeleteLedgerInfo
 from deletion_service.protocol.topics import DeletionTopics
@@ -46,7 +50,14 @@ def _short(receipt: str) -> str:
     return f"{ledger}:{entry}"
 
 
-def park(service_url: str) -> dict[int, str]:
+def as_parked(data: bytes, reason: str, last_error: str, seal: ParkedSeal, dlq: str = TOPICS.dlq) -> dict[str, str]:
+    """The properties of a DLQ copy of ``data`` on ``dlq`` as the daemon writes them: reason and last error
+    sealed (a listing shows them only then)."""
+    return {DLQ_REASON: reason, DLQ_LAST_ERROR: last_error, RECONSUMETIMES: "0",
+            PARKED_SEAL: seal.seal(reason, last_error, 0, dlq, data) or ""}
+
+
+def park(service_url: str, seal: ParkedSeal) -> dict[int, str]:
     """Park requests as the daemon does (through the publisher's DLQ producer)."""
     client = PulsarBrokerClient(service_url)
     publisher = RequestPublisher(client, TOPICS)
@@ -56,7 +67,7 @@ def park(service_url: str) -> dict[int, str]:
             data = (b"\xff not a request" if ledger == 9 else
                     PendingDeleteLedgerInfo(topicName=TOPIC, ledgerComponent="MANAGED_LEDGER", ledgerType="LEDGER",
                                             ledgerId=ledger, markedAt=1, reason="manual").to_json())
-            ids[ledger] = _short(publisher.send_dlq(data, {"reason": reason, "lastError": f"boom {ledger}"}))
+            ids[ledger] = _short(publisher.send_dlq(data, as_parked(data, reason, f"boom {ledger}", seal)))
         return ids
     finally:
         publisher.close()
@@ -69,10 +80,11 @@ def parked(tmp_path: Path) -> Iterator[Parked]:
     data_dir.mkdir()
     with open_store(f"sqlite:///{data_dir / 'metadata.db'}") as store:
         ClusterWriter(store).ensure_layout()
+        seal = MarkerKey.ensure(store).parked_seal()
     broker = EmbeddedBroker(data_dir)
     info = broker.ensure()
     try:
-        yield Parked(data_dir, info.serviceUrl, park(info.serviceUrl))
+        yield Parked(data_dir, info.serviceUrl, park(info.serviceUrl, seal))
     finally:
         broker.stop()
         left = EmbeddedBroker(data_dir).read_info()  # one a daemon in a test started

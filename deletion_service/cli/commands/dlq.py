@@ -91,6 +91,10 @@ def list_parked(
         typer.echo(json.dumps([entry_json(e) for e in entries], indent=2))
         return
     ui.show_table(parked_table(entries), opts.wide)
+    unsealed = sum(not e.sealed for e in entries)
+    if unsealed:
+        typer.echo(f"{unsealed} request(s) were not parked under the daemon's seal (a producer's own message, or an "
+                   "older daemon's copy): why is not known, so no reason or error of theirs is shown")
 
 
 def entry_json(entry: dlq_mod.DlqEntry) -> dict:

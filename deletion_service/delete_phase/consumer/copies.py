@@ -12,11 +12,18 @@ settlement marker, a ``reason`` or a truncation flag into its DLQ copy.  ``REAL_
 the broker's word (the topic the message was read on) unless the message was read on a RETRY
 topic, where a ``REAL_TOPIC`` naming a topic of the same family (the same request topic,
 RETRY and DLQ) is kept: nothing routes by it, and it can name no other namespace.
+
+**What a copy says of this tool's work is sealed** (:mod:`..rules.seal`, under the key ``dlq purge``
+signs its markers with): the hold label of a RETRY copy, its retry count (``RECONSUMETIMES``, under
+:data:`ATTEMPTS_SEAL`), and a DLQ copy's ``reason``, ``lastError`` and count (:data:`PARKED_SEAL`).
+The intake reads a count only when its seal holds (:func:`with_proven_count`): a producer on RETRY
+cannot spend a request's retry budget, nor put a figure on ``dlq list``.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import re
 
@@ -31,6 +38,7 @@ from deletion_service.delete_phase.rules.hold_reason import (
     label_of,
     of_decision,
 )
+from deletion_service.delete_phase.rules.seal import AttemptsSeal, ParkedSeal, Seal
 from deletion_service.protocol.topics import family
 
 RECONSUMETIMES = "RECONSUMETIMES"
@@ -49,10 +57,14 @@ GRACE_SINCE = "ledgerDeletionGraceSince"
 #: Ours: the property of a DLQ settlement marker (see :mod:`deletion_service.dlq.marker`).  Only
 #: ``dlq purge``/``requeue`` write it, signed; a copy never carries it.
 SETTLED_MARKER = "ledgerDeletionSettled"
+#: Ours: the seal of a RETRY copy's ``RECONSUMETIMES`` (:class:`~..rules.seal.AttemptsSeal`).
+ATTEMPTS_SEAL = "ledgerDeletionAttemptsSeal"
+#: Ours: the seal of a DLQ copy's ``reason``, ``lastError`` and ``RECONSUMETIMES`` (:class:`~..rules.seal.ParkedSeal`).
+PARKED_SEAL = "ledgerDeletionParkedSeal"
 #: Properties this tool writes itself and reads back: never carried over from a received message.
 OURS = frozenset({REAL_TOPIC, ORIGIN_MESSAGE_ID, DLQ_REASON, DLQ_LAST_ERROR, DLQ_PAYLOAD_BASE64,
                   DLQ_PAYLOAD_TRUNCATED, DLQ_PAYLOAD_SIZE, DLQ_PAYLOAD_SHA256, SETTLED_MARKER, HELD_FOR, HELD_WHY,
-                  HELD_SEAL})
+                  HELD_SEAL, ATTEMPTS_SEAL, PARKED_SEAL})
 _PARTITION = re.compile(r"-partition-\d+$")
 
 #: The DLQ copy's body is cut to this, so it always fits a broker's message limit (Pulsar's
@@ -66,11 +78,26 @@ MAX_PROPERTIES = 64
 
 
 def attempts(message: Received) -> int:
-    """How many times the request was already reconsumed (0 for a fresh one or a garbled count)."""
+    """How many times the request was already reconsumed (0 for a fresh one or a garbled count).  Read
+    from a message as the intake lets it through (:func:`with_proven_count`): a count this tool sealed."""
     try:
         return max(0, int(message.properties.get(RECONSUMETIMES, "0")[:20]))
     except ValueError:
         return 0
+
+
+def with_proven_count(message: Received, seal: Seal | None) -> Received:
+    """``message`` as the daemon reads it: without its ``RECONSUMETIMES`` unless this tool sealed that count
+    for this body in this family of topics, so an unproven count reads 0.  Without a key (``seal`` None or
+    keyless) the count stays as written: read as 0, a request that keeps failing would never run out of
+    tries.  A count dropped here is not carried onto the message's copies either."""
+    count = message.properties.get(RECONSUMETIMES)
+    check = AttemptsSeal.sharing(seal)
+    if count is None or not check.usable or check.proves(count, message.properties.get(ATTEMPTS_SEAL),
+                                                          message.topic, message.data):
+        return message
+    return dataclasses.replace(message, properties={k: v for k, v in message.properties.items()
+                                                    if k not in (RECONSUMETIMES, ATTEMPTS_SEAL)})
 
 
 def grace_since(message: Received) -> int | None:
@@ -121,15 +148,19 @@ def _carried(message: Received) -> dict[str, str]:
 
 def retry_copy(message: Received, delay_s: float, counts: bool = True,
                grace_since_ms: int | None = None, kind: Kind = Kind.NONE, why: str = "",
-               seal: HoldSeal | None = None) -> Outgoing:
+               seal: Seal | None = None) -> Outgoing:
     """Reconsume later, step one: the copy for RETRY (the caller acks the original once it is receipted).
     ``counts`` False: a deferral that is no try of the request's (an outage), its attempts unchanged.
     ``grace_since_ms``: the in-use grace this copy waits out began then (see ``decision._in_use_grace``).
-    ``kind``, ``why``: the decision's, written as why the copy waits (``rules.hold_reason``, for people),
-    sealed by ``seal`` (without one the copy carries no label: it would read ``unknown`` anyway)."""
-    props = {**_carried(message), **_origin(message),
-             RECONSUMETIMES: str(attempts(message) + (1 if counts else 0)), DELAY_TIME: str(int(delay_s * 1000)),
-             **(seal or HoldSeal(None)).label(of_decision(kind, counts), why[:200], message.data)}
+    ``kind``, ``why``: the decision's, written as why the copy waits (``rules.hold_reason``, for people).
+    Label and count are sealed under ``seal``'s key (without one the copy carries no label, which would
+    read ``unknown`` anyway, and an unsealed count, which a daemon with a key reads as 0)."""
+    count = attempts(message) + (1 if counts else 0)
+    props = {**_carried(message), **_origin(message), RECONSUMETIMES: str(count), DELAY_TIME: str(int(delay_s * 1000)),
+             **HoldSeal.sharing(seal).label(of_decision(kind, counts), why[:200], message.data)}
+    count_seal = AttemptsSeal.sharing(seal).seal(count, message.topic, message.data)
+    if count_seal is not None:
+        props[ATTEMPTS_SEAL] = count_seal
     if grace_since_ms is not None:
         props[GRACE_SINCE] = str(grace_since_ms)
     return Outgoing(message.data, props, delay_s, source_topic=message.topic)
@@ -138,20 +169,28 @@ def retry_copy(message: Received, delay_s: float, counts: bool = True,
 def hand_back_to_retry(publisher: CopyPublisher, message: Received, remaining_s: float) -> str:
     """Hand a not-yet-due RETRY message back to RETRY with the delay it has left, its attempts unchanged
     (the worker's not-yet-due set is full; the broker keeps it instead of our memory).  Its hold label
-    goes with it as it is: whoever reads it checks its seal."""
+    and its count's seal go with it as they are (same body, same family, same count): whoever reads them
+    checks them."""
     held = label_of(message.properties)
+    if ATTEMPTS_SEAL in message.properties:
+        held[ATTEMPTS_SEAL] = message.properties[ATTEMPTS_SEAL]
     props = {**_carried(message), **_origin(message), **held, DELAY_TIME: str(int(remaining_s * 1000))}
     return publisher.send_retry(message.data, props, remaining_s, source_topic=message.topic)
 
 
-def dead_letter_copy(message: Received, reason: str, last_error: str, undecodable: bool = False) -> Outgoing:
+def dead_letter_copy(message: Received, reason: str, last_error: str, undecodable: bool = False,
+                     seal: Seal | None = None) -> Outgoing:
     """Dead-letter, step one: the copy for the DLQ with why (the caller acks the original once receipted).
 
     The copy always fits: a body over :data:`MAX_DLQ_BODY` is truncated and
     flagged with the original size and SHA-256, and the undecodable bytes go to
-    ``payloadBase64`` only when small (the body holds them anyway)."""
+    ``payloadBase64`` only when small (the body holds them anyway).  Its reason, last error and
+    count are sealed with the body as stored, under ``seal``'s key (:class:`~..rules.seal.ParkedSeal`):
+    ``dlq list`` shows them only then."""
     data = message.data
-    props = {**_carried(message), **_origin(message), DLQ_REASON: reason[:200], DLQ_LAST_ERROR: last_error[:2000]}
+    reason, last_error, count = reason[:200], last_error[:2000], attempts(message)
+    props = {**_carried(message), **_origin(message), DLQ_REASON: reason, DLQ_LAST_ERROR: last_error,
+             RECONSUMETIMES: str(count)}
     if undecodable and len(data) <= MAX_BASE64_SOURCE:
         props[DLQ_PAYLOAD_BASE64] = base64.b64encode(data).decode()
     if len(data) > MAX_DLQ_BODY:
@@ -159,4 +198,7 @@ def dead_letter_copy(message: Received, reason: str, last_error: str, undecodabl
         props[DLQ_PAYLOAD_SIZE] = str(len(data))
         props[DLQ_PAYLOAD_SHA256] = hashlib.sha256(data).hexdigest()
         data = data[:MAX_DLQ_BODY]
+    parked_seal = ParkedSeal.sharing(seal).seal(reason, last_error, count, message.topic, data)
+    if parked_seal is not None:
+        props[PARKED_SEAL] = parked_seal
     return Outgoing(data, props, source_topic=message.topic)

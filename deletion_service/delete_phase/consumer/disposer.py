@@ -31,9 +31,9 @@ from deletion_service.delete_phase.consumer.outcome_lines import OutcomeLines
 from deletion_service.delete_phase.consumer.settled_recently import SettledRecently
 from deletion_service.delete_phase.rules import decision, lifecycle
 from deletion_service.delete_phase.rules.decision import Action
-from deletion_service.delete_phase.rules.hold_reason import HoldSeal
 from deletion_service.delete_phase.rules.lifecycle import Event, IllegalTransition, MessageInHand, Stage, Step
 from deletion_service.delete_phase.rules.outward import outward
+from deletion_service.delete_phase.rules.seal import Seal
 from deletion_service.failpoints import failpoint
 from deletion_service.metrics import DeletionMetrics
 from deletion_service.protocol.fate import Outcome
@@ -89,9 +89,9 @@ class Disposer:
 
     def __init__(self, publisher: CopyPublisher, metrics: DeletionMetrics, limits: Limits, hooks: Hooks,
                  settled: SettledRecently, acked: AckTally, clock: Callable[[], float] = time.time,
-                 seal: HoldSeal | None = None) -> None:
+                 seal: Seal | None = None) -> None:
         self.publisher, self.metrics, self.limits, self.hooks = publisher, metrics, limits, hooks
-        self.seal = seal  # seals the hold label of each RETRY copy (``rules.hold_reason``)
+        self.seal = seal  # seals what each copy says of this tool's work (``rules.seal``)
         self.settled_recently, self.ack_tally, self.clock = settled, acked, clock
         self.awaiting_next_try: list[MessageInHand] = []
         #: settled in the current call, by outcome: the ``acked`` metric counts them once per call
@@ -235,7 +235,7 @@ class Disposer:
                                       seal=self.seal)
         reason = outward(action).dlq_reason
         assert reason is not None, "a dead letter's outward form names its reason"
-        return dispose.dead_letter_copy(d.message, reason, action.reason, undecodable=d.undecodable)
+        return dispose.dead_letter_copy(d.message, reason, action.reason, undecodable=d.undecodable, seal=self.seal)
 
     def _copy_published(self, d: MessageInHand) -> None:
         """Its copy is receipted: a failed ack later must not publish it twice."""

@@ -38,6 +38,7 @@ from deletion_service.delete_phase.rules import lifecycle
 from deletion_service.delete_phase.rules.decision import Policy
 from deletion_service.delete_phase.rules.hold_reason import HoldSeal
 from deletion_service.delete_phase.rules.lifecycle import Event, MessageInHand
+from deletion_service.delete_phase.rules.seal import Seal
 from deletion_service.metrics import DeletionMetrics
 
 _log = logging.getLogger(__name__)
@@ -70,12 +71,13 @@ class Intake:
 
     def __init__(self, requests: Consumer, retries: Consumer, publisher: CopyPublisher, policy: Policy,
                  metrics: DeletionMetrics, limits: Limits, settled: SettledRecently, acked: AckTally,
-                 clock: Callable[[], float] = time.time, seal: HoldSeal | None = None) -> None:
+                 clock: Callable[[], float] = time.time, seal: Seal | None = None) -> None:
         self.requests, self.retries, self.publisher = requests, retries, publisher
         self.policy, self.metrics, self.limits, self.clock = policy, metrics, limits, clock
         self.settled_recently = settled  # shared with the disposer, which adds what it settles
         self.ack_tally = acked
-        self.not_yet_due = NotYetDue(seal)
+        self.seal = seal  # the key copies are sealed with: a count is believed only under it
+        self.not_yet_due = NotYetDue(HoldSeal.sharing(seal))
         # the held{reason} and held_overdue gauges read them when scraped
         metrics.held.watch(self.not_yet_due.by_reason, lambda: self.not_yet_due.overdue(self._now_ms() - 60_000))
         self.last_message_at = 0.0
@@ -243,8 +245,10 @@ class Intake:
             self._handed_back_in_pass += 1
 
     def _receive(self, consumer: Consumer, timeout_s: float) -> Received | None:
+        """The next message, its retry count kept only when this tool sealed it (``copies.with_proven_count``)."""
         try:
-            return consumer.receive(timeout_s)
+            message = consumer.receive(timeout_s)
+            return dispose.with_proven_count(message, self.seal) if message is not None else None
         except BrokerError as e:
             _log.warning("receive failed: %s", e)
             time.sleep(min(1.0, timeout_s))

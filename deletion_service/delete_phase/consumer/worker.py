@@ -37,8 +37,8 @@ from deletion_service.delete_phase.pipeline import DeletePipeline
 from deletion_service.delete_phase.process.lane import DeleteProcessLane
 from deletion_service.delete_phase.rules import decision, lifecycle
 from deletion_service.delete_phase.rules.decision import Action, Policy
-from deletion_service.delete_phase.rules.hold_reason import HoldSeal
 from deletion_service.delete_phase.rules.lifecycle import Event, Gate, MessageInHand, Stage
+from deletion_service.delete_phase.rules.seal import Seal
 from deletion_service.delete_phase.storage.breaker import Breakers
 from deletion_service.failpoints import failpoint
 from deletion_service.metrics import DeletionMetrics
@@ -67,7 +67,7 @@ class DeletePhaseWorker:
                  pipeline: DeletePipeline, policy: Policy, metrics: DeletionMetrics,
                  limits: Limits | None = None, hooks: Hooks | None = None, breakers: Breakers | None = None,
                  offload_lane: OffloadLane | None = None, clock: Callable[[], float] = time.time,
-                 bookkeeper_lane: DeleteProcessLane | None = None, seal: HoldSeal | None = None) -> None:
+                 bookkeeper_lane: DeleteProcessLane | None = None, seal: Seal | None = None) -> None:
         self.pipeline, self.policy, self.metrics = pipeline, policy, metrics
         self.limits = limits or Limits()
         self.hooks = hooks or Hooks()
@@ -77,7 +77,7 @@ class DeletePhaseWorker:
         self.bookkeeper_lane = bookkeeper_lane
         self.ack_tally = AckTally()  # what we acked lately: explains a stale backlog reading (--exit-when-idle)
         settled_recently = SettledRecently()
-        shared = (settled_recently, self.ack_tally, clock, seal)  # seal: hold labels sealed, read back only if so
+        shared = (settled_recently, self.ack_tally, clock, seal)  # seal: what copies say of us, believed only if sealed
         self.intake = Intake(requests, retries, publisher, policy, metrics, self.limits, *shared)
         self.disposer = Disposer(publisher, metrics, self.limits, self.hooks, *shared)
         # the lanes' deletes wait while the trail refuses records, as this thread's do

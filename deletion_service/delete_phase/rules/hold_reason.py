@@ -14,16 +14,20 @@ scope, any tenant on its own RETRY topic) chooses a message's properties: a forg
 put "held through a dependency outage" and any words on ``status`` and the ``held`` gauge.  So the
 label is sealed (:class:`HoldSeal`): an HMAC over the reason, the words and the message body, under
 the key ``dlq purge`` signs its markers with (kept in the metadata store, which producers cannot
-read).  A label without a valid seal reads as ``unknown``, and its words are not shown.
+read).  A label without a valid seal reads as ``unknown``, and its words are not shown.  The
+same key seals a copy's retry count and a DLQ copy's words (:mod:`.seal`), each in a domain of its
+own: this label's MAC is unchanged from the first sealed version, so labels written by an older
+daemon still read back during a rolling upgrade, and the count's seal is a property of its own that an
+older daemon ignores.
 """
 
 from __future__ import annotations
 
 import hashlib
-import hmac
 from collections.abc import Mapping
 
 from deletion_service.delete_phase.rules.decision import Kind
+from deletion_service.delete_phase.rules.seal import Seal
 from deletion_service.protocol.fate import HoldReason
 
 #: The RETRY copy's property naming why it waits (ours: never carried over from a request).
@@ -52,24 +56,20 @@ def label_of(properties: Mapping[str, str]) -> dict[str, str]:
     return {k: properties[k] for k in (HELD_FOR, HELD_WHY, HELD_SEAL) if k in properties}
 
 
-class HoldSeal:
+class HoldSeal(Seal):
     """Seals the hold label this daemon writes on a RETRY copy, and reads back only sealed ones.
     ``secret`` None (no key could be had): nothing is sealed, every label reads ``unknown``."""
 
-    def __init__(self, secret: bytes | None) -> None:
-        self._secret = secret
-
-    def _mac(self, reason: str, why: str, body: bytes) -> str:
-        assert self._secret is not None
-        text = _DOMAIN + reason.encode() + b"\n" + why.encode("utf-8", "surrogatepass") + b"\n" \
+    @staticmethod
+    def _text(reason: str, why: str, body: bytes) -> bytes:
+        return _DOMAIN + reason.encode() + b"\n" + why.encode("utf-8", "surrogatepass") + b"\n" \
             + hashlib.sha256(body).digest()
-        return hmac.new(self._secret, text, hashlib.sha256).hexdigest()
 
     def label(self, reason: HoldReason, why: str, body: bytes) -> dict[str, str]:
         """The properties a RETRY copy carries to say why it waits (none without a key)."""
         if self._secret is None:
             return {}
-        return {HELD_FOR: reason.value, HELD_WHY: why, HELD_SEAL: self._mac(reason.value, why, body)}
+        return {HELD_FOR: reason.value, HELD_WHY: why, HELD_SEAL: self._hmac(self._text(reason.value, why, body))}
 
     def read(self, properties: Mapping[str, str], body: bytes) -> tuple[HoldReason, str]:
         """The reason and words a RETRY copy carries, if this tool sealed them for this body; else
@@ -78,7 +78,7 @@ class HoldSeal:
         if self._secret is None or reason is None or why is None or seal is None:
             return HoldReason.UNKNOWN, ""
         try:
-            valid = hmac.compare_digest(seal.encode("ascii"), self._mac(reason, why, body).encode())
+            valid = self._proves(seal, self._text(reason, why, body))
             return (HoldReason(reason), why) if valid else (HoldReason.UNKNOWN, "")
         except (UnicodeError, ValueError):
             return HoldReason.UNKNOWN, ""

@@ -23,6 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from deletion_service.admin import AdminServer
 from deletion_service.cluster_writer import pulsar_custom_metadata
 from deletion_service.cursor.epoch_metrics import EpochMetrics
+from deletion_service.dlq.marker import MarkerKey
 from deletion_service.errors import UserError
 from metastore import open_store
 from metastore.formats import Position
@@ -30,6 +31,7 @@ from metastore.interface import MetadataStore
 from tests.support.admin_stack import DELETE, TOPIC, Stack, admin_stack
 from tests.support.deletion_world import DAY_MS, now_ms, request
 from tests.support.harness import PulsarLiteBroker, ZooKeeperServer, free_port, wait_until
+from tests.support.parked_requests import as_parked
 
 INFLIGHT = "/admin/v2/broker-stats/estimated-inflight-deletion-ledger-count"
 DLQ = "/admin/v2/ledger-deletion/dlq"
@@ -193,8 +195,10 @@ def test_estimated_inflight_counts_sent_unconsumed_requests(stack: Stack) -> Non
 def test_dlq_lists_parked_requests_without_acking(stack: Stack) -> None:
     assert stack.call("GET", DLQ).body == []
     svc = stack.world.service
-    svc.publisher.send_dlq(request(TOPIC, 80).to_json(), {"reason": "cannot-verify", "lastError": "boom"})
-    svc.publisher.send_dlq(b"\xff not a request", {"reason": "invalid-request", "lastError": "not UTF-8"})
+    seal = MarkerKey.ensure(svc.store).parked_seal()  # parked as the daemon parks them: their reasons sealed
+    for data, reason, error in ((request(TOPIC, 80).to_json(), "cannot-verify", "boom"),
+                                (b"\xff not a request", "invalid-request", "not UTF-8")):
+        svc.publisher.send_dlq(data, as_parked(data, reason, error, seal, svc.topics.dlq))
     for _ in range(2):  # listing acks nothing: the same two entries each time
         entries = stack.call("GET", DLQ).body
         assert [e["reason"] for e in entries] == ["cannot-verify", "invalid-request"]

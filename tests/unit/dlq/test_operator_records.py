@@ -8,6 +8,7 @@ import hashlib
 from deletion_service.audit import record
 from deletion_service.audit.operator_actions import PURGED, REQUEUED, entry
 from deletion_service.broker.interface import Received
+from deletion_service.delete_phase.rules.seal import ParkedSeal
 from deletion_service.dlq.operations import Settling
 from deletion_service.dlq.operations import entry as listed
 
@@ -16,14 +17,20 @@ BODY = (b'{"topicName":"persistent://t/ns/orders","ledgerComponent":"MANAGED_LED
         b'"ledgerId":42,"markedAt":1,"reason":"manual"}')
 
 
+SEAL = ParkedSeal(b"k" * 32)
+
+
 def _parked(data: bytes) -> Received:
-    return Received(data, {"reason": "delete-failed", "RECONSUMETIMES": "3"}, DLQ, "(17,4,-1,-1)", 1_700_000_000_000)
+    """Parked as the daemon parks it: its reason and count sealed."""
+    props = {"reason": "delete-failed", "lastError": "", "RECONSUMETIMES": "3",
+             "ledgerDeletionParkedSeal": SEAL.seal("delete-failed", "", 3, DLQ, data) or ""}
+    return Received(data, props, DLQ, "(17,4,-1,-1)", 1_700_000_000_000)
 
 
 def test_a_requeued_request_is_recorded_in_the_daemons_format_naming_where_it_went() -> None:
     message = _parked(BODY)
-    e = entry(REQUEUED, Settling(listed(message, DLQ), message, DLQ, "persistent://t/ns/__ledger_deletion", "9:0"),
-              "alice@host")
+    e = entry(REQUEUED, Settling(listed(message, DLQ, SEAL), message, DLQ, "persistent://t/ns/__ledger_deletion",
+                                 "9:0"), "alice@host")
     rec = record.parse(record.line(record.build(e, 7, 1_800_000_000_000, "host:1:2", "")).encode())
     assert rec["outcome"] == "requeued" and rec["request"]["ledgerId"] == 42
     assert rec["reason"] == (f"dlq requeue by alice@host: message 17:4 left {DLQ} (parked for delete-failed, "
@@ -33,7 +40,7 @@ def test_a_requeued_request_is_recorded_in_the_daemons_format_naming_where_it_we
 
 def test_an_undecodable_purged_message_is_named_by_its_id_and_digest() -> None:
     message = _parked(b"\xff not a request")
-    e = entry(PURGED, Settling(listed(message, DLQ), message, DLQ), "bob@host")
+    e = entry(PURGED, Settling(listed(message, DLQ, SEAL), message, DLQ), "bob@host")
     assert e.request is None and e.outcome == "purged"
     assert e.reason.startswith(f"dlq purge by bob@host: message 17:4 left {DLQ}")
     assert f"15 bytes, sha256 {hashlib.sha256(message.data).hexdigest()}" in e.reason
