@@ -4,6 +4,9 @@
 ``requeue`` act on the requests a selection names — message ids as ``list`` prints them, or
 ``--reason``/``--older-than``, or ``--all`` — among those parked when the command starts.
 Without ``--namespace`` each reads every DLQ a daemon serves (:mod:`deletion_service.protocol.scope`).
+``list`` shows a parked request's reason, last error and attempts only when the daemon sealed them on
+its DLQ copy; any other parked message (a producer's own) is listed as ``unsealed``, none of its words
+printed, and may be selected, requeued and purged like the rest.
 A requeue sends a request back to the topic it was parked from, and never sends back by filter
 a refusal retrying cannot change (``cross-namespace``, ``invalid-request``, ``cannot-verify``).
 Each request a purge drops or a requeue sends back gets an audit record (who, which, when:
