@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-
 from prometheus_client import CollectorRegistry
 
 from deletion_service import failpoints
