@@ -1,9 +1,9 @@
 """The offload lane's queue: requests of different namespaces take turns, each turn paid in storage calls.
 
-Served in arrival order, one namespace's queue of expensive requests (a thousand-segment context
-costs a thousand listings) delayed every other namespace's by the whole queue: five genuine copies
-of one tenant, deleted in 1.8 s alone, took 310 s behind eight such requests of another.  So the
-lane's queues are :class:`Turns`:
+Served in arrival order, one namespace's queue of expensive requests (each part a request names is
+a storage call) would delay every other namespace's by the whole queue: a tenant's genuine copies
+would wait minutes behind another's few hundred made-up segments.  So the lane's queues are
+:class:`Turns`:
 
 * **Whose turn.**  Requests are queued per namespace, namespaces per tenant.  Tenants take turns;
   within a tenant, its namespaces take turns request by request.  Turns go by tenant first because
