@@ -3,6 +3,8 @@ undelivered: handed to a consumer, unacknowledged, and the subscription quiet fo
 
 from __future__ import annotations
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from deletion_service.broker.subscription_stats import (
     StatsReading,
     SubscriptionStats,
@@ -10,6 +12,7 @@ from deletion_service.broker.subscription_stats import (
     counted_topics,
     parse_metrics,
     parse_rest,
+    topic_of,
 )
 from deletion_service.inflight import undelivered
 
@@ -52,3 +55,39 @@ def test_unacked_requests_on_a_topic_quiet_for_30_s_are_undelivered_unless_this_
     assert undelivered(nothing_handed_out).total == 0
     no_clock = StatsReading({TOPIC: SubscriptionStats(300, 300, 1000.0)})
     assert undelivered(no_clock).total == 0
+
+
+def test_only_the_wanted_lines_are_parsed_and_the_answer_is_the_whole_pages() -> None:
+    """A page with every family Pulsar writes per subscription, comments, other subscriptions (one whose
+    name holds ours), a name with a quote, a backslash and a newline, and a label set in another order:
+    the lines kept for the parser give the answer the whole page gives."""
+    odd = 'ledger "deletion"\\\nx'
+    escaped = odd.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    page = ["# HELP pulsar_subscription_back_log backlog", "# TYPE pulsar_subscription_back_log gauge"]
+    for i, sub in enumerate(["ledger-deletion", "ledger-deletion-dlq", "my-ledger-deletion", escaped]):
+        for name in ("pulsar_subscription_back_log", "pulsar_subscription_unacked_messages",
+                     "pulsar_subscription_msg_rate_out", "pulsar_subscription_last_consumed_timestamp",
+                     "pulsar_subscription_last_acked_timestamp", "pulsar_subscription_back_log_other"):
+            page.append(f'{name}{{namespace="t/ns",partition="{i}",subscription="{sub}",topic="a"}} {i + 1}')
+        page.append(f'pulsar_subscription_back_log{{subscription="{sub}",topic="b",namespace="t/ns"}} {10 * i}')
+    page += [f'pulsar_subscriptions_count{{namespace="t/ns",partition="{i}",topic="a"}} {i}' for i in range(4)]
+    text = "\n".join(page) + "\n"
+
+    def whole_page(subscription: str) -> dict[str, SubscriptionStats]:
+        found: dict[str, dict[str, float]] = {}
+        fields = {"pulsar_subscription_back_log": "backlog", "pulsar_subscription_unacked_messages": "unacked",
+                  "pulsar_subscription_last_consumed_timestamp": "consumed_at",
+                  "pulsar_subscription_last_acked_timestamp": "acked_at"}
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                if s.name in fields and s.labels.get("subscription") == subscription:
+                    values = found.setdefault(topic_of(s.labels), {})
+                    values[fields[s.name]] = values.get(fields[s.name], 0.0) + s.value
+        return {t: SubscriptionStats(int(v.get("backlog", 0)), int(v["unacked"]) if "unacked" in v else None,
+                                     max(v[k] for k in ("consumed_at", "acked_at") if k in v) if v.keys()
+                                     & {"consumed_at", "acked_at"} else None) for t, v in found.items()}
+
+    for subscription in ("ledger-deletion", "ledger-deletion-dlq", "my-ledger-deletion", odd, "absent"):
+        assert parse_metrics(text, subscription) == whole_page(subscription), subscription
+    assert parse_metrics(text, odd)["persistent://t/ns/a-partition-3"] == SubscriptionStats(4, 4, 4.0)
+    assert counted_topics(text) == {f"persistent://t/ns/a-partition-{i}" for i in (1, 2, 3)}
