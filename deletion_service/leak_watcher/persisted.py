@@ -82,10 +82,36 @@ def _sightings(topic: str, doc: dict[str, Any]) -> TopicSightings:
 
 
 def encode_state(state: WatcherState) -> bytes:
-    doc = {"format": FORMAT,
-           "topics": {topic: _topic(seen) for topic, seen in sorted(state.reading.topics.items())},
-           "waiting": [[since, request.wire()] for since, request in state.waiting]}
-    return zlib.compress(json.dumps(doc, separators=(",", ":")).encode(), 6)
+    """The kept form of ``state``: zlib-compressed JSON (topics sorted, so one state is one digest)."""
+    return StateEncoder().encode(state)
+
+
+class StateEncoder:
+    """:func:`encode_state`, with each topic's JSON kept from one save to the next.  Why: a pass saves
+    before it sends (``role``), so the save is part of every leak's wait; at 100,000 topics encoding
+    every topic took about 5 of its 7 s, while a pass under 1,000 rollovers a second changes about one
+    topic in ten.  A reading reuses the very sightings of a topic whose nodes did not change
+    (``sightings``), so a topic whose sightings are the object last encoded is not encoded again.  The
+    bytes are those of encoding the whole state at once."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, tuple[TopicSightings, str]] = {}
+
+    def encode(self, state: WatcherState) -> bytes:
+        kept: dict[str, tuple[TopicSightings, str]] = {}
+        members = []
+        for topic, seen in sorted(state.reading.topics.items()):
+            last = self._last.get(topic)
+            if last is not None and last[0] is seen:
+                member = last[1]
+            else:
+                member = f"{json.dumps(topic)}:{json.dumps(_topic(seen), separators=(',', ':'))}"
+            kept[topic] = (seen, member)
+            members.append(member)
+        self._last = kept
+        waiting = json.dumps([[since, request.wire()] for since, request in state.waiting], separators=(",", ":"))
+        doc = f'{{"format":{FORMAT},"topics":{{{",".join(members)}}},"waiting":{waiting}}}'
+        return zlib.compress(doc.encode(), 6)
 
 
 def _inflate(data: bytes) -> bytes:
@@ -138,11 +164,12 @@ def load(store: MetadataStore) -> Loaded:
     return Loaded(decode_state(data), pointer.version, generation, folder, digest)
 
 
-def save(store: MetadataStore, state: WatcherState, loaded: Loaded) -> Loaded:
+def save(store: MetadataStore, state: WatcherState, loaded: Loaded, encoder: StateEncoder | None = None) -> Loaded:
     """Write ``state`` as the generation after ``loaded``'s; the new :class:`Loaded` for the next save
-    (``loaded`` itself when ``state`` is what it holds already: nothing is written).
+    (``loaded`` itself when ``state`` is what it holds already: nothing is written).  ``encoder``: the
+    saver's own, which re-encodes only the topics that changed since its last save.
     Raises :class:`~metastore.interface.BadVersionError` (or ``NodeExistsError``) when another watcher saved since."""
-    data = encode_state(state)
+    data = (encoder or StateEncoder()).encode(state)
     digest = hashlib.sha256(data).hexdigest()
     if digest == loaded.digest:
         return loaded

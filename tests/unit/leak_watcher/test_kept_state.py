@@ -132,3 +132,39 @@ def test_a_save_sweeps_the_folders_older_saves_left_and_none_a_later_one_writes(
         assert second.folder is not None and first.folder is not None
         assert sorted(store.children(persisted.ROOT)) == sorted(
             ["state", second.folder.rsplit("/", 1)[1], "state-3-cafecafe0000"])
+
+
+def test_an_encoder_reencodes_only_changed_topics_and_writes_the_bytes_of_the_whole_state() -> None:
+    """A save re-encodes a topic only when its sightings are not the very ones it last encoded; what it
+    writes is byte for byte the whole state encoded at once (so an unchanged state keeps its digest)."""
+    import zlib
+
+    def whole(state: WatcherState) -> bytes:
+        doc = {"format": persisted.FORMAT,
+               "topics": {t: persisted._topic(s) for t, s in sorted(state.reading.topics.items())},
+               "waiting": [[since, r.wire()] for since, r in state.waiting]}
+        return zlib.compress(json.dumps(doc, separators=(",", ":")).encode(), 6)
+
+    encoder, first = persisted.StateEncoder(), _state(5)
+    assert encoder.encode(first) == whole(first)
+    topics = dict(first.reading.topics)
+    changed = f"{TOPIC}-3"
+    topics[changed] = TopicSightings(changed, {77: LedgerInfo(77, entries=1)})  # a new object: encoded again
+    topics[f"{TOPIC}-é\"x"] = TopicSightings(f"{TOPIC}-é\"x", {78: LedgerInfo(78)})
+    del topics[f"{TOPIC}-1"]
+    second = WatcherState(Reading(topics), ())
+    encoded: list[str] = []
+    real = persisted._topic
+
+    def counting(seen: TopicSightings) -> dict:
+        encoded.append(seen.topic)
+        return real(seen)
+
+    expected = whole(second)
+    persisted._topic = counting  # type: ignore[assignment]
+    try:
+        assert encoder.encode(second) == expected
+    finally:
+        persisted._topic = real  # type: ignore[assignment]
+    assert sorted(encoded) == sorted([changed, f"{TOPIC}-é\"x"])
+    assert decode_state(encoder.encode(second)).reading.topics == second.reading.topics
