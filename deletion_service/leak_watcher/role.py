@@ -13,9 +13,9 @@ Each pass saves the state once it has compared its reading, before it checks sto
 (the requests it sends leave the kept waiting list with the next pass's save), and the daemon saves
 it when it stops: a copy this watcher saw is then in the kept reading even when the watcher dies
 right after the pass, so a successor catches it however soon after the hand-over it leaves, and
-sends again at most what one pass sent (each second request settles as already absent).  What no watcher saw (born and
-gone between the holder's last pass and the successor's first, a session timeout apart) is the
-scheduled scan's.
+sends again at most what one pass sent (each second request settles as already absent).  What no
+watcher saw (born and gone between the holder's last pass and the successor's first, a session
+timeout apart) is the scheduled scan's.
 
 Whatever the holder sends is a claim the delete phase verifies; two holders for a moment (a
 connection suspended after ``holds()`` was checked) can only send a request twice.
