@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import signal
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,8 +49,7 @@ def _first_ack_counted(broker: PulsarLiteBroker, tag: str) -> bool:
     nothing handed out there: its figures are refreshed every few seconds, so "0 unacknowledged" alone
     may be a figure from before the first request was even delivered."""
     try:
-        with urllib.request.urlopen(broker.metrics_url, timeout=10) as r:
-            text = r.read().decode()
+        text = broker.metrics_text()
     except OSError:
         return False
     labels = {"topic": f"__ld_{tag}", "subscription": "ledger-deletion"}
@@ -62,8 +60,7 @@ def _first_ack_counted(broker: PulsarLiteBroker, tag: str) -> bool:
 def _broker_said(broker: PulsarLiteBroker, topic: str) -> str:
     """The broker's own figures of the topics whose name holds ``topic``, for a failure to show."""
     try:
-        with urllib.request.urlopen(broker.metrics_url, timeout=10) as r:
-            text = r.read().decode()
+        text = broker.metrics_text()
     except OSError as e:
         return f"(no answer: {e})"
     return "\n".join(line for line in text.splitlines() if topic in line and not line.startswith("#"))[-4000:]
