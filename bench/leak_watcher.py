@@ -320,11 +320,11 @@ def watcher_child(args: argparse.Namespace) -> None:
         return []
 
     check = TimedChecks(still_stored(bk, LEDGERS_ROOT, LAYOUT, OffloaderSettings()))
-    kept, keep_s, encoder = [persisted.load(store.inner)], [0.0], persisted.StateEncoder()
+    kept, keep_s = [persisted.load(store.inner)], [0.0]
 
     def keep(state: WatcherState) -> None:  # as the daemon's role keeps it: before the checks and the send
         t0 = time.perf_counter()
-        kept[0] = persisted.save(store.inner, state, kept[0], encoder)
+        kept[0] = persisted.save(store.inner, state, kept[0])
         keep_s[0] = time.perf_counter() - t0
 
     watcher = LeakWatcher(store, check, send, args.settle, clock_ms=lambda: int(time.time() * 1000), keep=keep)

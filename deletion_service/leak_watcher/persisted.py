@@ -26,8 +26,9 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Final
 
-from deletion_service.leak_watcher.sightings import OwnedLedger, Reading, TopicSightings
+from deletion_service.leak_watcher.sightings import Listed, OwnedLedger, Reading, TopicSightings
 from deletion_service.protocol.request import LedgerComponent, PendingDeleteLedgerInfo, decode
+from metastore.formats import LedgerInfo
 from metastore.formats.managed_ledger import decode_ledger_info, encode_ledger_info
 from metastore.interface import ABSENT, ANY, MetadataStore, MetadataStoreError, validate_path
 
@@ -39,7 +40,10 @@ CHUNK_BYTES: Final = 512 * 1024
 #: could otherwise make every replica that takes the role inflate gigabytes, one after another.
 MAX_CHUNKS: Final = 512
 MAX_STATE_BYTES: Final = 512 * 1024 * 1024
-FORMAT: Final = 1
+FORMAT: Final = 2
+#: Formats this version reads: format 1 kept every listed ledger as an encoded ``LedgerInfo``, which
+#: reads the same (a successor of an older watcher loses nothing of its state).
+READS: Final = frozenset({1, 2})
 
 
 class StateUnreadable(Exception):
@@ -68,62 +72,78 @@ class Loaded:
     digest: str | None = None  # of what they hold: a save of the same state writes nothing
 
 
-def _topic(seen: TopicSightings) -> dict[str, Any]:
-    return {"l": [base64.b64encode(encode_ledger_info(info)).decode() for info in seen.listed.values()],
-            "o": [[o.ledger_id, o.component.value, o.cursor, o.schema_id] for o in seen.owned],
-            "p": sorted([lid, uuid] for lid, uuid in seen.parts)}
+def _listed_json(seen: TopicSightings) -> str:
+    """A topic's listed ledgers, in list order: the id of one without an offload context (all a request
+    for it names), the encoded ``LedgerInfo`` (base64) of one with it (the context names its parts)."""
+    listed = seen.listed
+    assert isinstance(listed, Listed)  # TopicSightings.__post_init__
+    if not listed.offloaded:
+        return ",".join(map(str, listed.ids))
+    return ",".join(f'"{base64.b64encode(encode_ledger_info(listed.offloaded[lid])).decode()}"'
+                    if lid in listed.offloaded else str(lid) for lid in listed.ids)
+
+
+_COMPACT: Final = json.JSONEncoder(separators=(",", ":"))
+
+
+def _member(topic: str, seen: TopicSightings) -> str:
+    """One topic's member of the ``topics`` object, as ``json.dumps`` with compact separators writes it."""
+    owned = _COMPACT.encode([[o.ledger_id, o.component.value, o.cursor, o.schema_id] for o in seen.owned]) \
+        if seen.owned else "[]"
+    parts = _COMPACT.encode(sorted([lid, uuid] for lid, uuid in seen.parts)) if seen.parts else "[]"
+    return f'{json.dumps(topic)}:{{"l":[{_listed_json(seen)}],"o":{owned},"p":{parts}}}'
+
+
+def _listed(entries: list[Any]) -> Listed:
+    """Kept listed ledgers: an id for a ledger without an offload context, an encoded ``LedgerInfo``
+    (base64) for one with it (and for every ledger in format 1)."""
+    ids: list[int] = []
+    infos: list[LedgerInfo] = []
+    for entry in entries:
+        if type(entry) is int:
+            ids.append(entry)
+        elif isinstance(entry, str):
+            info = decode_ledger_info(base64.b64decode(entry))
+            ids.append(info.ledger_id)
+            if info.offload_context is not None:
+                infos.append(info)
+        else:
+            raise ValueError(f"a listed ledger kept as {type(entry).__name__}")
+    return Listed.of(ids, infos)
 
 
 def _sightings(topic: str, doc: dict[str, Any]) -> TopicSightings:
-    listed = {info.ledger_id: info for info in (decode_ledger_info(base64.b64decode(b)) for b in doc["l"])}
+    listed = _listed(doc["l"])
     owned = tuple(OwnedLedger(int(lid), LedgerComponent(comp), cursor, schema)
                   for lid, comp, cursor, schema in doc["o"])
     return TopicSightings(topic, listed, owned, frozenset((int(lid), str(uuid)) for lid, uuid in doc["p"]))
-
-
-def encode_state(state: WatcherState) -> bytes:
-    """The kept form of ``state``: zlib-compressed JSON (topics sorted, so one state is one digest)."""
-    return StateEncoder().encode(state)
 
 
 #: The JSON goes to the compressor in pieces of about this many characters.
 _FEED_CHARS: Final = 1 << 20
 
 
-class StateEncoder:
-    """:func:`encode_state`, with each topic's JSON kept from one save to the next.  Why: a pass saves
-    before it sends (``role``), so the save is part of every leak's wait; at 100,000 topics encoding
-    every topic took about 5 of its 7 s, while a pass under 1,000 rollovers a second changes about one
-    topic in ten.  A reading reuses the very sightings of a topic whose nodes did not change
-    (``sightings``), so a topic whose sightings are the object last encoded is not encoded again.  The
-    bytes are those of encoding the whole state at once."""
+def encode_state(state: WatcherState) -> bytes:
+    """The kept form of ``state``: zlib-compressed JSON (topics sorted, so one state is one digest).
 
-    def __init__(self) -> None:
-        self._last: dict[str, tuple[TopicSightings, str]] = {}
-
-    def encode(self, state: WatcherState) -> bytes:
-        """The state's bytes; the JSON goes to the compressor topic by topic, never whole in memory
-        (20 MB at 100,000 topics, twice over as text and bytes)."""
-        kept: dict[str, tuple[TopicSightings, str]] = {}
-        deflate = zlib.compressobj(6)
-        out, pending, size = [], [f'{{"format":{FORMAT},"topics":{{'], 0
-        for n, (topic, seen) in enumerate(sorted(state.reading.topics.items())):
-            last = self._last.get(topic)
-            if last is not None and last[0] is seen:
-                member = last[1]
-            else:
-                member = f"{json.dumps(topic)}:{json.dumps(_topic(seen), separators=(',', ':'))}"
-            kept[topic] = (seen, member)
-            pending.append(f",{member}" if n else member)
-            size += len(member)
-            if size >= _FEED_CHARS:
-                out.append(deflate.compress("".join(pending).encode()))
-                pending, size = [], 0
-        self._last = kept
-        waiting = json.dumps([[since, request.wire()] for since, request in state.waiting], separators=(",", ":"))
-        pending.append(f'}},"waiting":{waiting}}}')
-        out += [deflate.compress("".join(pending).encode()), deflate.flush()]
-        return b"".join(out)
+    Encoded whole at every save, and cheaply: a ledger without an offload context (nearly all of them)
+    is its id, so 100,000 topics of 10 ledgers encode in about a second (format 1 encoded each as a
+    ``LedgerInfo``: 7 s, and keeping each topic's encoding between saves to avoid that cost 46 MB).
+    The save is part of every leak's wait (a pass saves before it sends: ``role``).  The JSON goes to
+    the compressor topic by topic, never whole in memory (20 MB at 100,000 topics)."""
+    deflate = zlib.compressobj(6)
+    out, pending, size = [], [f'{{"format":{FORMAT},"topics":{{'], 0
+    for n, (topic, seen) in enumerate(sorted(state.reading.topics.items())):
+        member = _member(topic, seen)
+        pending.append(f",{member}" if n else member)
+        size += len(member)
+        if size >= _FEED_CHARS:
+            out.append(deflate.compress("".join(pending).encode()))
+            pending, size = [], 0
+    waiting = _COMPACT.encode([[since, request.wire()] for since, request in state.waiting])
+    pending.append(f'}},"waiting":{waiting}}}')
+    out += [deflate.compress("".join(pending).encode()), deflate.flush()]
+    return b"".join(out)
 
 
 def _inflate(data: bytes) -> bytes:
@@ -137,8 +157,8 @@ def _inflate(data: bytes) -> bytes:
 def decode_state(data: bytes) -> WatcherState:
     try:
         doc = json.loads(_inflate(data))
-        if doc.get("format") != FORMAT:
-            raise StateUnreadable(f"kept in format {doc.get('format')!r}, this version reads {FORMAT}")
+        if doc.get("format") not in READS:
+            raise StateUnreadable(f"kept in format {doc.get('format')!r}, this version reads {sorted(READS)}")
         topics = {topic: _sightings(topic, seen) for topic, seen in doc["topics"].items()}
         waiting = tuple((float(since), decode(json.dumps(wire).encode())) for since, wire in doc["waiting"])
     except StateUnreadable:
@@ -176,12 +196,11 @@ def load(store: MetadataStore) -> Loaded:
     return Loaded(decode_state(data), pointer.version, generation, folder, digest)
 
 
-def save(store: MetadataStore, state: WatcherState, loaded: Loaded, encoder: StateEncoder | None = None) -> Loaded:
+def save(store: MetadataStore, state: WatcherState, loaded: Loaded) -> Loaded:
     """Write ``state`` as the generation after ``loaded``'s; the new :class:`Loaded` for the next save
-    (``loaded`` itself when ``state`` is what it holds already: nothing is written).  ``encoder``: the
-    saver's own, which re-encodes only the topics that changed since its last save.
+    (``loaded`` itself when ``state`` is what it holds already: nothing is written).
     Raises :class:`~metastore.interface.BadVersionError` (or ``NodeExistsError``) when another watcher saved since."""
-    data = (encoder or StateEncoder()).encode(state)
+    data = encode_state(state)
     digest = hashlib.sha256(data).hexdigest()
     if digest == loaded.digest:
         return loaded

@@ -92,7 +92,6 @@ class WatcherRole:
         self._passing = threading.Lock()  # a pass, or the save at stop: never both
         self._failed, self._failure_said_at = 0, -math.inf
         self._kept = persisted.Loaded(None, ABSENT, 0)
-        self._encoder = persisted.StateEncoder()
         self.last_pass_at: float | None = None
         self.gauges.lag.set_function(self._lag)
 
@@ -166,7 +165,6 @@ class WatcherRole:
         if self.watcher is not None:
             _log.warning("leak watcher: no longer watching (%s)", why)
         self.watcher = None
-        self._encoder = persisted.StateEncoder()  # what it kept of the last save's topics goes too
         self.last_pass_at = None
         self.gauges.leader.set(0)
         self.gauges.waiting.set(0)
@@ -186,7 +184,7 @@ class WatcherRole:
         """Keep ``state``; False when another holder has saved since (this replica lost the role: it steps
         down and lets the other watch).  A state that cannot be written is said, and the pass goes on."""
         try:
-            self._kept = persisted.save(self.store, state, self._kept, self._encoder)
+            self._kept = persisted.save(self.store, state, self._kept)
         except (BadVersionError, NodeExistsError, NoNodeError):
             self._step_down("another replica saved the watcher's state since this one loaded it")
             return False

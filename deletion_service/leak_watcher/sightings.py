@@ -48,6 +48,14 @@ class Listed(Mapping[int, LedgerInfo]):
         offloaded = {lid: info for lid, info in infos.items() if info.offload_context is not None}
         self._offloaded = offloaded or _NONE_OFFLOADED
 
+    @classmethod
+    def of(cls, ids: Iterable[int], offloaded: Iterable[LedgerInfo] = ()) -> Listed:
+        """Ledgers given by id, and those of ``offloaded`` as given (each in its place among ``ids``)."""
+        listed = cls.__new__(cls)
+        listed._ids = array("q", dict.fromkeys(ids))
+        listed._offloaded = {info.ledger_id: info for info in offloaded} or _NONE_OFFLOADED
+        return listed
+
     def __getitem__(self, ledger_id: int) -> LedgerInfo:
         info = self._offloaded.get(ledger_id)
         if info is not None:
@@ -78,6 +86,11 @@ class Listed(Mapping[int, LedgerInfo]):
     @property
     def ids(self) -> array:
         return self._ids
+
+    @property
+    def offloaded(self) -> Mapping[int, LedgerInfo]:
+        """The listed ledgers with an offload context, by id."""
+        return self._offloaded
 
 
 def _listed(value: Mapping[int, LedgerInfo] | Iterable[LedgerInfo]) -> Listed:

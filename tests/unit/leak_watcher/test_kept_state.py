@@ -3,8 +3,10 @@ node takes, refused when damaged, and never written over a successor's (embedded
 
 from __future__ import annotations
 
+import base64
 import json
 import random
+import zlib
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from deletion_service.mark_phase.enqueue import single_request
 from deletion_service.protocol.request import LedgerComponent
 from metastore import open_store
 from metastore.formats import LedgerInfo, OffloadContext
+from metastore.formats.managed_ledger import encode_ledger_info
 from metastore.interface import BadVersionError, MetadataStore, NodeExistsError
 
 TOPIC = "persistent://t/ns/orders"
@@ -134,37 +137,44 @@ def test_a_save_sweeps_the_folders_older_saves_left_and_none_a_later_one_writes(
             ["state", second.folder.rsplit("/", 1)[1], "state-3-cafecafe0000"])
 
 
-def test_an_encoder_reencodes_only_changed_topics_and_writes_the_bytes_of_the_whole_state() -> None:
-    """A save re-encodes a topic only when its sightings are not the very ones it last encoded; what it
-    writes is byte for byte the whole state encoded at once (so an unchanged state keeps its digest)."""
-    import zlib
+def _doc(state: WatcherState, listed_entry) -> dict:
+    return {"format": persisted.FORMAT,
+            "topics": {t: {"l": [listed_entry(info) for info in s.listed.values()],
+                           "o": [[o.ledger_id, o.component.value, o.cursor, o.schema_id] for o in s.owned],
+                           "p": sorted([lid, uuid] for lid, uuid in s.parts)}
+                       for t, s in sorted(state.reading.topics.items())},
+            "waiting": [[since, r.wire()] for since, r in state.waiting]}
 
-    def whole(state: WatcherState) -> bytes:
-        doc = {"format": persisted.FORMAT,
-               "topics": {t: persisted._topic(s) for t, s in sorted(state.reading.topics.items())},
-               "waiting": [[since, r.wire()] for since, r in state.waiting]}
-        return zlib.compress(json.dumps(doc, separators=(",", ":")).encode(), 6)
 
-    encoder, first = persisted.StateEncoder(), _state(5)
-    assert encoder.encode(first) == whole(first)
-    topics = dict(first.reading.topics)
-    changed = f"{TOPIC}-3"
-    topics[changed] = TopicSightings(changed, {77: LedgerInfo(77, entries=1)})  # a new object: encoded again
-    topics[f"{TOPIC}-é\"x"] = TopicSightings(f"{TOPIC}-é\"x", {78: LedgerInfo(78)})
-    del topics[f"{TOPIC}-1"]
-    second = WatcherState(Reading(topics), ())
-    encoded: list[str] = []
-    real = persisted._topic
+def _b64(info: LedgerInfo) -> str:
+    return base64.b64encode(encode_ledger_info(info)).decode()
 
-    def counting(seen: TopicSightings) -> dict:
-        encoded.append(seen.topic)
-        return real(seen)
 
-    expected = whole(second)
-    persisted._topic = counting  # type: ignore[assignment]
-    try:
-        assert encoder.encode(second) == expected
-    finally:
-        persisted._topic = real  # type: ignore[assignment]
-    assert sorted(encoded) == sorted([changed, f"{TOPIC}-é\"x"])
-    assert decode_state(encoder.encode(second)).reading.topics == second.reading.topics
+def test_a_state_is_the_json_of_its_document_byte_for_byte() -> None:
+    """Each topic's member is written by hand (a ledger without an offload context as its id): the
+    bytes are those of ``json.dumps`` of the whole document, so an unchanged state keeps its digest."""
+    topics = dict(_state(3).reading.topics)
+    odd = f'{TOPIC}-é"x\\'
+    topics[odd] = TopicSightings(odd, {78: LedgerInfo(78)}, (), frozenset({(78, 'u"1')}))
+    state = WatcherState(Reading(topics), _state().waiting)
+    doc = _doc(state, lambda info: _b64(info) if info.offload_context is not None else info.ledger_id)
+    assert encode_state(state) == zlib.compress(json.dumps(doc, separators=(",", ":")).encode(), 6)
+    assert decode_state(encode_state(state)).reading.topics == topics
+
+
+def test_a_state_kept_by_the_previous_format_reads_the_same() -> None:
+    """Format 1 kept every listed ledger as its encoded ``LedgerInfo``: a successor of an older
+    watcher reads it as written, so no departure waiting out the settle delay is lost."""
+    state = _state(3)
+    doc = _doc(state, _b64) | {"format": 1}
+    back = decode_state(zlib.compress(json.dumps(doc).encode()))
+    assert back.reading.topics == state.reading.topics
+    assert [r.wire() for _, r in back.waiting] == [r.wire() for _, r in state.waiting]
+
+
+@pytest.mark.parametrize("entry", [True, 1.5, None, [1]])
+def test_a_listed_ledger_kept_as_anything_else_refuses_the_state(entry: object) -> None:
+    doc = _doc(_state(), _b64)
+    next(iter(doc["topics"].values()))["l"].append(entry)
+    with pytest.raises(StateUnreadable):
+        decode_state(zlib.compress(json.dumps(doc).encode()))
