@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -27,6 +28,7 @@ from deletion_service.broker.interface import (
     Received,
     parse_message_id,
 )
+from deletion_service.broker.read_slots import GROUPS, ReadSlots, slot_name
 from deletion_service.failpoints import failpoint
 
 _log = logging.getLogger(__name__)
@@ -263,6 +265,13 @@ class _StoredRead:
         if self.last is None or key > _id_key(self.last):
             self.last = msg.message_id()
 
+    def covers(self, ledger_id: int, last_entry: int) -> bool:
+        """Whether every message received is of ledger ``ledger_id`` and every entry from 0 to
+        ``last_entry`` is among them (pulsar-lite writes a topic's entries 0, 1, 2, … to one ledger)."""
+        entries = {key[1] for key in self._seen if key[0] == ledger_id}
+        return len(entries) == len({key[:2] for key in self._seen}) and all(
+            entry in entries for entry in range(last_entry + 1))
+
 
 def _read_stored(reader: pulsar.Reader, read: _StoredRead) -> bool:
     """Until the broker says nothing more is stored (``has_message_available``, which bounds the read
@@ -274,7 +283,7 @@ def _read_stored(reader: pulsar.Reader, read: _StoredRead) -> bool:
     except pulsar.UnknownError:
         if read.messages:
             raise  # a resumed reader on a topic already read from: that is no "never written"
-        _read_unannounced(reader, read)
+        _read_unannounced(reader.read_next, read)
         return True
     while available:
         try:
@@ -285,18 +294,53 @@ def _read_stored(reader: pulsar.Reader, read: _StoredRead) -> bool:
     return True
 
 
-def _read_unannounced(reader: pulsar.Reader, read: _StoredRead) -> None:
+def _read_unannounced(receive: Callable[[int], pulsar.Message], read: _StoredRead) -> None:
     """A topic the broker says holds nothing: one short peek confirms it (an empty DLQ costs
     :data:`EMPTY_PEEK_MS`, not a long probe: thousands of them are read per unscoped listing); a
     message arriving anyway means the answer meant something else, and the read goes on until a
-    :data:`NEVER_WRITTEN_PROBE_MS` wait brings nothing."""
+    :data:`NEVER_WRITTEN_PROBE_MS` wait brings nothing.  ``receive``: a reader's ``read_next`` or a
+    consumer's ``receive``."""
     wait_ms = EMPTY_PEEK_MS
     while True:
         try:
-            read.add(reader.read_next(wait_ms))
+            read.add(receive(wait_ms))
         except pulsar.Timeout:
             return
         wait_ms = NEVER_WRITTEN_PROBE_MS
+
+
+def _entry(message_id: Any) -> tuple[int, int]:
+    return message_id.ledger_id(), message_id.entry_id()
+
+
+def _read_subscription(consumer: pulsar.Consumer, read: _StoredRead) -> bool:
+    """:func:`_read_stored` for a consumer of a subscription of :mod:`.read_slots`: what is stored is what
+    comes up to the topic's last message id, asked once (the messages of a batch share an entry, so
+    at that entry a short peek takes the rest).  True only when what arrived is provably the whole
+    topic: every entry of its one ledger from the first to the last.  Why so strict: anyone may
+    subscribe under that name and ack, or create it at the latest position, and pulsar-lite cannot
+    seek a subscription back (measured: "Failed to seek"), so such a read would miss messages; then
+    (and when a message does not arrive within :data:`READ_NEXT_MS`) False, and a Reader reads."""
+    try:
+        stored = _entry(consumer.get_last_message_id())
+    except pulsar.UnknownError:  # pulsar-lite's "Topic has no messages"
+        _read_unannounced(consumer.receive, read)
+        return not read.messages
+    if stored[1] < 0:
+        _read_unannounced(consumer.receive, read)
+        return not read.messages
+    while True:
+        seen = None if read.last is None else _entry(read.last)
+        if seen is not None and seen > stored:
+            break
+        behind = seen is None or seen < stored
+        try:
+            read.add(consumer.receive(READ_NEXT_MS if behind else EMPTY_PEEK_MS))
+        except pulsar.Timeout:
+            if behind:
+                return False
+            break
+    return read.covers(*stored)
 
 
 class _Consumer(Consumer):
@@ -410,6 +454,7 @@ class PulsarBrokerClient(BrokerClient):
         self._subscribed: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
         self._consumer_ids = ConsumerIds(self._client, service_url, long_lived)
+        self._read_slots = ReadSlots(self._read_ticket)
 
     def _subscribe(self, topics: str | list[str], subscription: str, **options: Any) -> pulsar.Consumer:
         """Every subscribe goes through here: on pulsar-lite, consumer ids must be unique across
@@ -475,9 +520,22 @@ class PulsarBrokerClient(BrokerClient):
         return results
 
     def read_all(self, topic: str) -> list[Received]:
-        """Readers from the earliest message: each its own non-durable cursor, so listing takes
-        nothing from the subscription's consumers and two listings see the same messages.  Each
-        message once (:class:`_StoredRead`); a reader that stalls is replaced, from where it stopped."""
+        """Every stored message, each once (:class:`_StoredRead`), taking nothing from any consumer.
+        On real Pulsar with Readers (each its own non-durable cursor); on pulsar-lite, which keeps a
+        Reader's subscription for good, under a subscription of :mod:`.read_slots` when one is free."""
+        if self._consumer_ids.is_pulsar_lite():
+            slot = self._read_slots.take(topic)
+            if slot is not None:
+                try:
+                    messages = self._read_on_slot(topic, slot)
+                finally:
+                    self._read_slots.give_back(topic, slot)
+                if messages is not None:
+                    return messages
+        return self._read_with_readers(topic)
+
+    def _read_with_readers(self, topic: str) -> list[Received]:
+        """Readers from the earliest message; a reader that stalls is replaced, from where it stopped."""
         read = _StoredRead()
         for _ in range(READ_RESUMES + 1):
             start = pulsar.MessageId.earliest if read.last is None else read.last
@@ -496,6 +554,43 @@ class PulsarBrokerClient(BrokerClient):
                       "reading on with a fresh reader", topic, READ_NEXT_MS, len(read.messages))
         raise BrokerError(f"reading {topic}: a stored message did not arrive within {READ_NEXT_MS} ms, "
                           f"{READ_RESUMES + 1} readers in a row (is the broker overloaded?)")
+
+    def _read_ticket(self) -> int:
+        """What tells this process's read slots from others': its ticket, or a random number when no
+        ticket can be had (two processes then meet one time in :data:`~.read_slots.GROUPS`, and the
+        one that notices moves on)."""
+        try:
+            return self._consumer_ids.ticket()
+        except pulsar.PulsarException as e:
+            _log.info("pulsar-lite: no ticket for a read slot (%s); taking one at random", e)
+            return random.randrange(GROUPS)
+
+    def _read_on_slot(self, topic: str, slot: int) -> list[Received] | None:
+        """Every stored message, read under ``slot``'s subscription, Exclusive and never acked (closing
+        hands them all back).  None when the read cannot be trusted whole (:func:`_read_subscription`)
+        or another process holds the slot (the subscribe times out): the caller reads with Readers."""
+        self._consumer_ids.before_subscribe()
+        try:
+            consumer = self._client.subscribe(topic, slot_name(slot), consumer_type=pulsar.ConsumerType.Exclusive,
+                                              initial_position=pulsar.InitialPosition.Earliest)
+        except pulsar.Timeout:
+            _log.info("reading %s: subscription %s is held elsewhere; reading with a Reader", topic, slot_name(slot))
+            self._read_slots.busy_elsewhere(slot)
+            return None
+        except pulsar.PulsarException as e:
+            raise self._error(f"cannot read {topic}", e) from e
+        read = _StoredRead()
+        try:
+            whole = _read_subscription(consumer, read)
+        except pulsar.PulsarException as e:
+            raise self._error(f"reading {topic} failed", e) from e
+        finally:
+            _close_quietly(consumer, f"consumer reading {topic}")
+        if whole:
+            return read.messages
+        _log.info("reading %s: %d message(s) under %s are not provably all it stores; reading with a Reader",
+                  topic, len(read.messages), slot_name(slot))
+        return None
 
     def acknowledge(self, topic: str, subscription: str, message_ids: Sequence[str],
                     likely_acked: Sequence[str] = ()) -> None:
