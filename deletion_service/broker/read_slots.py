@@ -76,5 +76,6 @@ class ReadSlots:
         """Another process reads under ``slot``: this one moves to the next group (reads under way in the
         old group finish there)."""
         with self._lock:
-            if self._group == slot // PER_PROCESS:
-                self._group = (self._group + 1) % GROUPS
+            group = slot // PER_PROCESS
+            if self._group == group:
+                self._group = (group + 1) % GROUPS
