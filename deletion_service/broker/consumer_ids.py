@@ -167,16 +167,14 @@ class ConsumerIds:
             if self._checked:
                 self._moved = True
                 if self.needed and self._long_lived:  # block 0 is the short commands'
-                    self._burn((self.ticket() % (BLOCKS - 1) + 1) * BLOCK_SIZE)
+                    self._burn((self._ticket() % (BLOCKS - 1) + 1) * BLOCK_SIZE)
 
     def skip_blocks(self) -> None:
         """After a refused subscribe: jump a random 1 to ``BLOCKS - 1`` blocks further on."""
         with self._lock:
             self._burn(random.randrange(1, BLOCKS) * BLOCK_SIZE)
 
-    def ticket(self) -> int:
-        """A number no process that asked just before or after got: the entry id of one message sent
-        to :data:`TICKET_TOPIC`."""
+    def _ticket(self) -> int:
         producer = self._client.create_producer(TICKET_TOPIC, batching_enabled=False)
         try:
             return int(producer.send(b"").entry_id())

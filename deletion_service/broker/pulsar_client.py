@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -224,6 +223,12 @@ def _properties(msg: pulsar.Message) -> dict[str, str]:
         return {}
 
 
+#: Where a process claims its group of read slots on pulsar-lite (:mod:`.read_slots`).
+READ_GROUPS_TOPIC = "persistent://public/default/__ledger_deletion_read_groups"
+#: How long claiming one group may take: a free one answers in milliseconds, a held one is refused,
+#: which the client takes for a disconnect and retries until its operation timeout.
+GROUP_CLAIM_TIMEOUT_S = 2
+
 #: How long a reader waits for the next message it was told is available.  A reader that waits longer
 #: is replaced by a fresh one that starts after the last message received, at most
 #: :data:`READ_RESUMES` times: pulsar-lite can stop dispatching to one reader while others read the
@@ -440,13 +445,12 @@ class PulsarBrokerClient(BrokerClient):
             except OSError as e:
                 raise BrokerError(f"cannot read broker token file {auth_token_file}: {e.strerror}") from e
             auth = pulsar.AuthenticationToken(token)
+        self._new_client = partial(
+            pulsar.Client, service_url, authentication=auth, connection_timeout_ms=5000, logger=_client_logger(),
+            tls_trust_certs_file_path=str(tls_trust_certs_file) if tls_trust_certs_file else None,
+            tls_allow_insecure_connection=tls_allow_insecure_connection)
         try:
-            self._client = pulsar.Client(
-                service_url, authentication=auth, operation_timeout_seconds=operation_timeout_s,
-                connection_timeout_ms=5000, logger=_client_logger(),
-                tls_trust_certs_file_path=str(tls_trust_certs_file) if tls_trust_certs_file else None,
-                tls_allow_insecure_connection=tls_allow_insecure_connection,
-            )
+            self._client = self._new_client(operation_timeout_seconds=operation_timeout_s)
         except (pulsar.PulsarException, ValueError) as e:
             raise BrokerError(f"invalid broker URL {service_url!r}: {e}") from e
         self.service_url = service_url
@@ -454,7 +458,8 @@ class PulsarBrokerClient(BrokerClient):
         self._subscribed: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
         self._consumer_ids = ConsumerIds(self._client, service_url, long_lived)
-        self._read_slots = ReadSlots(self._read_ticket)
+        self._read_slots = ReadSlots(self._claim_read_group)
+        self._read_group: tuple[pulsar.Client, pulsar.Consumer] | None = None
 
     def _subscribe(self, topics: str | list[str], subscription: str, **options: Any) -> pulsar.Consumer:
         """Every subscribe goes through here: on pulsar-lite, consumer ids must be unique across
@@ -555,15 +560,30 @@ class PulsarBrokerClient(BrokerClient):
         raise BrokerError(f"reading {topic}: a stored message did not arrive within {READ_NEXT_MS} ms, "
                           f"{READ_RESUMES + 1} readers in a row (is the broker overloaded?)")
 
-    def _read_ticket(self) -> int:
-        """What tells this process's read slots from others': its ticket, or a random number when no
-        ticket can be had (two processes then meet one time in :data:`~.read_slots.GROUPS`, and the
-        one that notices moves on)."""
+    def _claim_read_group(self) -> int | None:
+        """The first group of read slots no other process holds (:mod:`.read_slots`), held until
+        :meth:`close` by an Exclusive consumer on :data:`READ_GROUPS_TOPIC`, on a client of its own whose
+        short operation timeout bounds what each held group costs to pass over (a refusal shows as a
+        timeout).  None when every group is held or the claim cannot be made: reads use Readers."""
         try:
-            return self._consumer_ids.ticket()
-        except pulsar.PulsarException as e:
-            _log.info("pulsar-lite: no ticket for a read slot (%s); taking one at random", e)
-            return random.randrange(GROUPS)
+            client = self._new_client(operation_timeout_seconds=GROUP_CLAIM_TIMEOUT_S)
+        except (pulsar.PulsarException, ValueError):
+            return None
+        for group in range(GROUPS):
+            try:
+                consumer = client.subscribe(READ_GROUPS_TOPIC, f"group-{group}", receiver_queue_size=1,
+                                            consumer_type=pulsar.ConsumerType.Exclusive)
+            except pulsar.Timeout:
+                continue
+            except pulsar.PulsarException as e:
+                _log.info("pulsar-lite: cannot claim a group of read slots (%s); reading with Readers", e)
+                break
+            self._read_group = (client, consumer)
+            return group
+        else:
+            _log.info("pulsar-lite: all %d groups of read slots are held; reading with Readers", GROUPS)
+        _close_quietly(client, "client claiming read slots")
+        return None
 
     def _read_on_slot(self, topic: str, slot: int) -> list[Received] | None:
         """Every stored message, read under ``slot``'s subscription, Exclusive and never acked (closing
@@ -574,8 +594,8 @@ class PulsarBrokerClient(BrokerClient):
             consumer = self._client.subscribe(topic, slot_name(slot), consumer_type=pulsar.ConsumerType.Exclusive,
                                               initial_position=pulsar.InitialPosition.Earliest)
         except pulsar.Timeout:
-            _log.info("reading %s: subscription %s is held elsewhere; reading with a Reader", topic, slot_name(slot))
-            self._read_slots.busy_elsewhere(slot)
+            _log.info("reading %s: subscription %s is held elsewhere; reading it with Readers", topic, slot_name(slot))
+            self._read_slots.held_elsewhere(topic)
             return None
         except pulsar.PulsarException as e:
             raise self._error(f"cannot read {topic}", e) from e
@@ -637,8 +657,9 @@ class PulsarBrokerClient(BrokerClient):
     def close(self) -> None:
         """Bounded by :data:`CLOSE_WAIT_S`: a frozen broker makes the client's close wait out every
         producer's flush, and a daemon asked to stop must not outlive its grace period for that."""
-        closing = threading.Thread(target=_close_quietly, args=(self._client, "client"), name="pulsar-close",
-                                   daemon=True)
+        clients = [self._client] + ([self._read_group[0]] if self._read_group is not None else [])
+        closing = threading.Thread(target=lambda: [_close_quietly(c, "client") for c in clients],
+                                   name="pulsar-close", daemon=True)
         closing.start()
         closing.join(CLOSE_WAIT_S)
         if closing.is_alive():

@@ -10,14 +10,16 @@ real Pulsar a Reader's subscription is non-durable and leaves with it; there Rea
 
 **Two reads at once never share a name.**  A second Exclusive consumer is refused, and the client
 takes the refusal for a disconnect and retries until its operation timeout.  So the slots come in
-:data:`GROUPS` groups of :data:`PER_PROCESS`, a process reads in one group (its ticket's: processes
-started together get consecutive tickets, hence different groups), and within it this registry hands
-each read of a topic a slot no other read of that topic holds (more at once go on with Readers).
-Should a subscribe still time out (another process in that group), the read goes on with a Reader
-and this process moves to the next group.  Nothing else guards the name: anyone may subscribe under
-it and ack, and pulsar-lite cannot seek a subscription back, so a read under a slot counts only when
-it received every entry from the topic's first to its last (else a Reader reads it again).  Every DLQ and audit topic so carries at most
-:data:`SLOTS` such subscriptions; none holds anything from the subscriptions that settle requests.
+:data:`GROUPS` groups of :data:`PER_PROCESS`: a process claims a group for as long as it lives (the
+first free one: processes one after another all read under group 0's names, so a topic keeps one
+such subscription; processes at once take one group each), and within it this registry hands each
+read of a topic a slot no other read of that topic holds (more at once go on with Readers).  A
+process that finds no free group, or a slot of its group held elsewhere, reads with Readers (that
+topic, from then on).  Nothing else guards the name: anyone may subscribe under it and ack, and
+pulsar-lite cannot seek a subscription back, so a read under a slot counts only when it received
+every entry from the topic's first to its last (else a Reader reads it again).  Every DLQ and audit
+topic so carries at most :data:`SLOTS` such subscriptions, one in the common case; none holds
+anything from the subscriptions that settle requests.
 """
 
 from __future__ import annotations
@@ -42,26 +44,29 @@ def slot_name(slot: int) -> str:
 class ReadSlots:
     """The slots this process's stored reads hold, topic by topic."""
 
-    def __init__(self, ticket: Callable[[], int]) -> None:
-        """``ticket``: a number telling this process from those started just before and after, asked once,
-        when first needed (it may cost a round trip)."""
-        self._ticket = ticket
+    def __init__(self, claim: Callable[[], int | None]) -> None:
+        """``claim``: the group this process reads in, claimed for its life (None: no group is free),
+        asked once, when first needed (it costs round trips)."""
+        self._claim = claim
+        self._claimed = False
         self._group: int | None = None
         self._held: dict[str, set[int]] = {}
+        self._refused: set[str] = set()
         self._lock = threading.Lock()
 
     def take(self, topic: str) -> int | None:
-        """A slot of this process's group no other read of ``topic`` here holds (None when all are held)."""
+        """A slot of this process's group no other read of ``topic`` here holds (None when all are held,
+        when the process has no group, or when a slot of ``topic`` was found held elsewhere)."""
         with self._lock:
-            if self._group is None:
-                self._group = self._ticket() % GROUPS
+            if not self._claimed:
+                self._group, self._claimed = self._claim(), True
+            if self._group is None or topic in self._refused:
+                return None
             held = self._held.setdefault(topic, set())
             for slot in range(self._group * PER_PROCESS, (self._group + 1) * PER_PROCESS):
                 if slot not in held:
                     held.add(slot)
                     return slot
-            if not held:
-                del self._held[topic]
             return None
 
     def give_back(self, topic: str, slot: int) -> None:
@@ -72,10 +77,8 @@ class ReadSlots:
                 if not held:
                     del self._held[topic]
 
-    def busy_elsewhere(self, slot: int) -> None:
-        """Another process reads under ``slot``: this one moves to the next group (reads under way in the
-        old group finish there)."""
+    def held_elsewhere(self, topic: str) -> None:
+        """A slot of ``topic`` in this process's group is held by another process (one frozen, or
+        anyone's consumer): ``topic`` is read with Readers from now on, without waiting for it again."""
         with self._lock:
-            group = slot // PER_PROCESS
-            if self._group == group:
-                self._group = (group + 1) % GROUPS
+            self._refused.add(topic)

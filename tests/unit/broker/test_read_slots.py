@@ -1,39 +1,46 @@
-"""Read slots on pulsar-lite: one process reads a topic under its group's slots, never two reads under
-one slot at once, and moves to another group when another process turns out to read in its own."""
+"""Read slots on pulsar-lite: a process reads a topic under its group's slots, never two reads under
+one slot at once; with no group, or once a topic's slot was found held elsewhere, it reads with Readers."""
 
 from __future__ import annotations
 
-from deletion_service.broker.read_slots import GROUPS, PER_PROCESS, SLOTS, ReadSlots, slot_name
+from deletion_service.broker.read_slots import PER_PROCESS, SLOTS, ReadSlots, slot_name
 
 
 def test_reads_of_one_topic_at_once_hold_different_slots_of_the_process_group() -> None:
-    tickets: list[int] = []
+    claims: list[int] = []
 
-    def ticket() -> int:
-        tickets.append(1)
-        return 3 + GROUPS  # group 3
-    slots = ReadSlots(ticket)
+    def claim() -> int:
+        claims.append(1)
+        return 3
+    slots = ReadSlots(claim)
     held = [slots.take("dlq-a") for _ in range(PER_PROCESS)]
     assert held == list(range(3 * PER_PROCESS, 4 * PER_PROCESS))
     assert slots.take("dlq-a") is None, "more reads at once than slots go on with Readers"
     assert slots.take("dlq-b") == 3 * PER_PROCESS, "another topic's slots are its own"
     slots.give_back("dlq-a", held[1])
     assert slots.take("dlq-a") == held[1]
-    assert len(tickets) == 1, "the ticket is asked once"
+    assert len(claims) == 1, "the group is claimed once"
 
 
-def test_processes_with_consecutive_tickets_read_in_different_groups() -> None:
-    groups = {ReadSlots(lambda t=t: t).take("dlq") // PER_PROCESS for t in range(100, 100 + GROUPS)}
-    assert groups == set(range(GROUPS))
+def test_a_process_without_a_group_reads_with_readers() -> None:
+    claims: list[int] = []
+
+    def claim() -> None:
+        claims.append(1)
+    slots = ReadSlots(claim)
+    assert slots.take("dlq") is None
+    assert slots.take("dlq") is None
+    assert len(claims) == 1, "no group is not asked for again"
 
 
-def test_a_slot_held_elsewhere_moves_the_process_to_the_next_group_once() -> None:
-    slots = ReadSlots(lambda: GROUPS - 1)
-    first = slots.take("dlq")
-    assert first == (GROUPS - 1) * PER_PROCESS
-    slots.busy_elsewhere(first)  # type: ignore[arg-type]
-    slots.busy_elsewhere(first)  # type: ignore[arg-type]  # a second read that met it: no second move
-    assert slots.take("dlq") == 0, "the next group, wrapping around"
+def test_a_topic_whose_slot_is_held_elsewhere_is_read_with_readers_from_then_on() -> None:
+    slots = ReadSlots(lambda: 0)
+    slot = slots.take("dlq")
+    assert slot == 0
+    slots.give_back("dlq", slot)
+    slots.held_elsewhere("dlq")
+    assert slots.take("dlq") is None
+    assert slots.take("other") == 0
 
 
 def test_slot_names_are_the_subscriptions_the_broker_shows() -> None:
