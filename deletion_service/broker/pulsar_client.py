@@ -270,13 +270,6 @@ class _StoredRead:
         if self.last is None or key > _id_key(self.last):
             self.last = msg.message_id()
 
-    def covers(self, ledger_id: int, last_entry: int) -> bool:
-        """Whether every message received is of ledger ``ledger_id`` and every entry from 0 to
-        ``last_entry`` is among them (pulsar-lite writes a topic's entries 0, 1, 2, … to one ledger)."""
-        entries = {key[1] for key in self._seen if key[0] == ledger_id}
-        return len(entries) == len({key[:2] for key in self._seen}) and all(
-            entry in entries for entry in range(last_entry + 1))
-
 
 def _read_stored(reader: pulsar.Reader, read: _StoredRead) -> bool:
     """Until the broker says nothing more is stored (``has_message_available``, which bounds the read
@@ -322,30 +315,35 @@ def _read_subscription(consumer: pulsar.Consumer, read: _StoredRead) -> bool:
     """:func:`_read_stored` for a consumer of a subscription of :mod:`.read_slots`: what is stored is what
     comes up to the topic's last message id, asked once (the messages of a batch share an entry, so
     at that entry a short peek takes the rest).  True only when what arrived is provably the whole
-    topic: every entry of its one ledger from the first to the last.  Why so strict: anyone may
-    subscribe under that name and ack, or create it at the latest position, and pulsar-lite cannot
-    seek a subscription back (measured: "Failed to seek"), so such a read would miss messages; then
-    (and when a message does not arrive within :data:`READ_NEXT_MS`) False, and a Reader reads."""
+    topic: every entry of its one ledger from the first to the last, in order.  Why so strict: anyone
+    may subscribe under that name and ack, or create it at the latest position, and pulsar-lite
+    cannot seek a subscription back (measured: "Failed to seek"), so such a read would miss messages.
+    False, and Readers read, at the first entry out of order (one acked before it), when a message
+    does not arrive within :data:`READ_NEXT_MS`, and when the last message id names no entry: that is
+    what a consumer whose connection the broker just closed is told (pulsar-lite closes a connection
+    when it refuses a subscribe on it, and restarts), not an empty topic."""
     try:
         stored = _entry(consumer.get_last_message_id())
     except pulsar.UnknownError:  # pulsar-lite's "Topic has no messages"
         _read_unannounced(consumer.receive, read)
         return not read.messages
     if stored[1] < 0:
-        _read_unannounced(consumer.receive, read)
-        return not read.messages
-    while True:
-        seen = None if read.last is None else _entry(read.last)
-        if seen is not None and seen > stored:
-            break
-        behind = seen is None or seen < stored
+        return False
+    top = -1  # the highest entry received, all below it received too
+    while top <= stored[1]:
+        behind = top < stored[1]
         try:
-            read.add(consumer.receive(READ_NEXT_MS if behind else EMPTY_PEEK_MS))
+            message = consumer.receive(READ_NEXT_MS if behind else EMPTY_PEEK_MS)
         except pulsar.Timeout:
             if behind:
                 return False
             break
-    return read.covers(*stored)
+        ledger, entry = _entry(message.message_id())
+        if ledger != stored[0] or entry > top + 1:
+            return False
+        top = max(top, entry)
+        read.add(message)
+    return True
 
 
 class _Consumer(Consumer):
@@ -587,28 +585,34 @@ class PulsarBrokerClient(BrokerClient):
 
     def _read_on_slot(self, topic: str, slot: int) -> list[Received] | None:
         """Every stored message, read under ``slot``'s subscription, Exclusive and never acked (closing
-        hands them all back).  None when the read cannot be trusted whole (:func:`_read_subscription`)
-        or another process holds the slot (the subscribe times out): the caller reads with Readers."""
-        self._consumer_ids.before_subscribe()
+        hands them all back), on the client that holds this process's group: its own connection, so a
+        refusal there (pulsar-lite then closes the connection) disturbs no consumer of the main client,
+        and its short operation timeout bounds what a held slot costs.  None when the read cannot be
+        trusted whole (:func:`_read_subscription`), fails in any way, or another process holds the slot
+        (the subscribe times out): the caller reads with Readers."""
+        assert self._read_group is not None, "a slot is taken only once a group is claimed"
+        client = self._read_group[0]
         try:
-            consumer = self._client.subscribe(topic, slot_name(slot), consumer_type=pulsar.ConsumerType.Exclusive,
-                                              initial_position=pulsar.InitialPosition.Earliest)
+            consumer = client.subscribe(topic, slot_name(slot), consumer_type=pulsar.ConsumerType.Exclusive,
+                                        initial_position=pulsar.InitialPosition.Earliest)
         except pulsar.Timeout:
             _log.info("reading %s: subscription %s is held elsewhere; reading it with Readers", topic, slot_name(slot))
             self._read_slots.held_elsewhere(topic)
             return None
         except pulsar.PulsarException as e:
-            raise self._error(f"cannot read {topic}", e) from e
+            _log.info("reading %s under %s failed (%s); reading with Readers", topic, slot_name(slot), e)
+            return None
         read = _StoredRead()
         try:
             whole = _read_subscription(consumer, read)
         except pulsar.PulsarException as e:
-            raise self._error(f"reading {topic} failed", e) from e
+            _log.info("reading %s under %s failed (%s); reading with Readers", topic, slot_name(slot), e)
+            return None
         finally:
             _close_quietly(consumer, f"consumer reading {topic}")
         if whole:
             return read.messages
-        _log.info("reading %s: %d message(s) under %s are not provably all it stores; reading with a Reader",
+        _log.info("reading %s: %d message(s) under %s are not provably all it stores; reading with Readers",
                   topic, len(read.messages), slot_name(slot))
         return None
 

@@ -17,10 +17,9 @@ said 3: the other parked one, the requeued one and the settlement marker).  So
 on the embedded broker the DLQ gauge counts the parked requests as ``dlq list``
 does (:func:`parked_in_dlq`: one read of each DLQ, signed markers applied) — but only a DLQ whose
 subscription's figures changed since it was last read, or that was last read :data:`RELIST_EVERY_S`
-ago (:class:`ParkedCounts`).  A read is a reader, and pulsar-lite keeps every reader's subscription
-after it closes: read on every refresh, each DLQ gained one every 10 s, 8,640 a day, each a dozen
-more series in every scrape of the broker.  A DLQ whose subscription the broker counts with a
-backlog of 0 has nothing parked (parked is unacknowledged there), and is not read at all.
+ago (:class:`ParkedCounts`): a read costs a subscribe and a look, and a refresh comes every 10 s.
+Every DLQ is read once, a backlog of 0 too: a tenant may ack its own DLQ's subscription, and the
+gauge counts what the listing lists.
 The in-flight gauge has the same overcount there and no such cure (a request
 topic's acked messages cannot be told from the outside): it counts, besides
 the requests not yet settled, those settled behind one still held, until that
@@ -69,7 +68,9 @@ RELIST_EVERY_S = 300.0
 class ParkedCounts:
     """Each DLQ's parked requests as ``dlq list`` counts them, read again only when the broker's figures of
     its DLQ subscription changed (a request parked, purged, requeued; a marker) or :data:`RELIST_EVERY_S`
-    passed; a DLQ the broker counts with a backlog of 0 holds nothing parked and is not read."""
+    passed.  A backlog of 0 proves nothing parked: in namespace scope a tenant may ack its own DLQ's
+    subscription, which a listing does not count as settled (only a signed marker settles), so every
+    DLQ is read once whatever its backlog, as the listing reads it."""
 
     def __init__(self, count: ParkedCount, clock: Callable[[], float]) -> None:
         self._count, self._clock = count, clock
@@ -80,9 +81,6 @@ class ParkedCounts:
         for topics in served:
             dlq = topics.dlq
             stats = reading.topics.get(dlq)
-            if stats is not None and reading.counts(dlq) and stats.backlog == 0:
-                self._last[dlq] = (stats, 0, now)
-                continue
             last = self._last.get(dlq)
             if (last is not None and stats is not None and reading.counts(dlq) and last[0] == stats
                     and now - last[2] < RELIST_EVERY_S):

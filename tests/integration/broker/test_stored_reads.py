@@ -129,3 +129,30 @@ def test_messages_someone_acked_under_a_slot_are_still_read(pulsar_broker: Pulsa
     finally:
         other.close()
         client.close()
+
+
+def test_a_held_slot_costs_the_reads_beside_it_nothing(pulsar_broker: PulsarLiteBroker) -> None:
+    """A client holds every slot of four topics while one process reads those and three more, 16 at once
+    (as an unscoped ``dlq list`` does).  pulsar-lite refuses the held subscribes by closing the
+    connection they came on, and a read beside them on that connection is told the topic's last
+    message id names no entry: that is no empty topic.  Every read returns every message."""
+    other = pulsar.Client(pulsar_broker.service_url, operation_timeout_seconds=5)
+    held_topics, beside = [_topic() for _ in range(4)], [_topic() for _ in range(3)]
+    client = PulsarBrokerClient(pulsar_broker.service_url, long_lived=False)
+    try:
+        sent = {topic: _stored(client, topic, 5) for topic in held_topics + beside}
+        holders = [other.subscribe(topic, slot_name(n), consumer_type=pulsar.ConsumerType.Exclusive,
+                                   receiver_queue_size=1) for topic in held_topics for n in range(SLOTS)]
+        for _ in range(2):
+            reader = PulsarBrokerClient(pulsar_broker.service_url, long_lived=False)
+            try:
+                with ThreadPoolExecutor(16) as pool:
+                    reads = dict(zip(sent, pool.map(reader.read_all, sent), strict=True))
+            finally:
+                reader.close()
+            assert {t: [m.message_id for m in read] for t, read in reads.items()} == sent
+        for holder in holders:
+            holder.close()
+    finally:
+        other.close()
+        client.close()

@@ -1,5 +1,5 @@
-"""The DLQ gauge reads a DLQ only when the broker's figures of its subscription changed: a read is a
-reader, and pulsar-lite keeps every reader's subscription after it closes."""
+"""The DLQ gauge reads a DLQ again only when the broker's figures of its subscription changed (or after a
+while), and counts what ``dlq list`` lists, whatever the subscription's backlog says."""
 
 from __future__ import annotations
 
@@ -38,16 +38,26 @@ def test_a_dlq_is_read_again_only_when_its_figures_change_or_after_a_while() -> 
     counts, read = _counts(parked, clock)
     figures = {A.dlq: SubscriptionStats(4, 0, 10.0), B.dlq: SubscriptionStats(0, 0, None)}
     assert counts.total([A, B], _reading(figures)) == 3
-    assert read == [A.dlq]  # B's subscription has a backlog of 0: nothing parked, nothing read
+    assert read == [A.dlq, B.dlq]  # each read once, a backlog of 0 too
     for _ in range(5):
         clock.now += 10
         assert counts.total([A, B], _reading(figures)) == 3
-    assert read == [A.dlq]  # unchanged figures: the count stands
+    assert read == [A.dlq, B.dlq]  # unchanged figures: the counts stand
     parked[A.dlq] = 2  # a purge: its ack moves the subscription's figures
     figures[A.dlq] = SubscriptionStats(4, 0, 70.0)
-    assert counts.total([A, B], _reading(figures)) == 2 and read == [A.dlq, A.dlq]
+    assert counts.total([A, B], _reading(figures)) == 2 and read == [A.dlq, B.dlq, A.dlq]
     clock.now += RELIST_EVERY_S
-    assert counts.total([A, B], _reading(figures)) == 2 and read == [A.dlq] * 3
+    assert counts.total([A, B], _reading(figures)) == 2 and read == [A.dlq, B.dlq, A.dlq, A.dlq, B.dlq]
+
+
+def test_a_dlq_whose_subscription_a_tenant_acked_still_counts_what_the_listing_lists() -> None:
+    """A tenant acks its own DLQ's subscription: the backlog reads 0, but nothing a signed marker settles
+    left the listing, and the gauge counts what the listing lists."""
+    clock = Clock()
+    counts, read = _counts({A.dlq: 5}, clock)
+    assert counts.total([A], _reading({A.dlq: SubscriptionStats(5, 0, 10.0)})) == 5
+    assert counts.total([A], _reading({A.dlq: SubscriptionStats(0, 0, 20.0)})) == 5
+    assert read == [A.dlq, A.dlq]
 
 
 def test_a_dlq_the_broker_has_not_counted_yet_is_read_every_time() -> None:
