@@ -409,6 +409,31 @@ def _ack_named(consumer: pulsar.Consumer, wanted: dict[tuple[int, int], str],
         consumer.acknowledge(pulsar.MessageId(*_client_order(parse_message_id(text))))
 
 
+def _claim_read_group(new_client: Callable[..., pulsar.Client]) -> tuple[int, pulsar.Client, pulsar.Consumer] | None:
+    """The first group of read slots no other process holds (:mod:`.read_slots`), held until the client
+    closes by an Exclusive consumer on :data:`READ_GROUPS_TOPIC`, on a client of its own whose short
+    operation timeout bounds what each held group costs to pass over (a refusal shows as a timeout).
+    None when every group is held or the claim cannot be made: reads use Readers."""
+    try:
+        client = new_client(operation_timeout_seconds=GROUP_CLAIM_TIMEOUT_S)
+    except (pulsar.PulsarException, ValueError):
+        return None
+    for group in range(GROUPS):
+        try:
+            consumer = client.subscribe(READ_GROUPS_TOPIC, f"group-{group}", receiver_queue_size=1,
+                                        consumer_type=pulsar.ConsumerType.Exclusive)
+        except pulsar.Timeout:
+            continue
+        except pulsar.PulsarException as e:
+            _log.info("pulsar-lite: cannot claim a group of read slots (%s); reading with Readers", e)
+            break
+        return group, client, consumer
+    else:
+        _log.info("pulsar-lite: all %d groups of read slots are held; reading with Readers", GROUPS)
+    _close_quietly(client, "client claiming read slots")
+    return None
+
+
 def _client_order(parsed: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
     """``pulsar.MessageId``'s argument order (partition, ledger, entry, batch index)."""
     ledger, entry, partition, batch = parsed
@@ -559,29 +584,11 @@ class PulsarBrokerClient(BrokerClient):
                           f"{READ_RESUMES + 1} readers in a row (is the broker overloaded?)")
 
     def _claim_read_group(self) -> int | None:
-        """The first group of read slots no other process holds (:mod:`.read_slots`), held until
-        :meth:`close` by an Exclusive consumer on :data:`READ_GROUPS_TOPIC`, on a client of its own whose
-        short operation timeout bounds what each held group costs to pass over (a refusal shows as a
-        timeout).  None when every group is held or the claim cannot be made: reads use Readers."""
-        try:
-            client = self._new_client(operation_timeout_seconds=GROUP_CLAIM_TIMEOUT_S)
-        except (pulsar.PulsarException, ValueError):
+        claimed = _claim_read_group(self._new_client)
+        if claimed is None:
             return None
-        for group in range(GROUPS):
-            try:
-                consumer = client.subscribe(READ_GROUPS_TOPIC, f"group-{group}", receiver_queue_size=1,
-                                            consumer_type=pulsar.ConsumerType.Exclusive)
-            except pulsar.Timeout:
-                continue
-            except pulsar.PulsarException as e:
-                _log.info("pulsar-lite: cannot claim a group of read slots (%s); reading with Readers", e)
-                break
-            self._read_group = (client, consumer)
-            return group
-        else:
-            _log.info("pulsar-lite: all %d groups of read slots are held; reading with Readers", GROUPS)
-        _close_quietly(client, "client claiming read slots")
-        return None
+        group, self._read_group = claimed[0], claimed[1:]
+        return group
 
     def _read_on_slot(self, topic: str, slot: int) -> list[Received] | None:
         """Every stored message, read under ``slot``'s subscription, Exclusive and never acked (closing
