@@ -61,11 +61,12 @@ marker, so its messages stay listed.
 from __future__ import annotations
 
 import base64
+import logging
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from deletion_service.broker.interface import BrokerClient, Received, display_message_id
+from deletion_service.broker.interface import BrokerClient, BrokerError, Received, display_message_id
 from deletion_service.broker.publisher import RequestPublisher
 from deletion_service.delete_phase.consumer.copies import (
     DLQ_LAST_ERROR,
@@ -81,6 +82,8 @@ from deletion_service.dlq.marker import MarkerKey
 from deletion_service.dlq.reasons import UNSEALED
 from deletion_service.protocol.request import PendingDeleteLedgerInfo, decode
 from deletion_service.protocol.topics import DeletionTopics
+
+_log = logging.getLogger(__name__)
 
 #: The property that names a settlement marker (it counts only when signed: see ``dlq_marker``).
 MARKER_PROPERTY = SETTLED_MARKER
@@ -277,6 +280,32 @@ def _settle(broker: BrokerClient, snap: Snapshot, key: MarkerKey, ids: list[str]
     broker.acknowledge(topics.dlq, topics.dlq_subscription, markers)
 
 
+def _settle_each(broker: BrokerClient, snaps: Sequence[Snapshot], key: MarkerKey,
+                 ids_of: Callable[[Snapshot], list[str]], why: str) -> None:
+    """:func:`_settle` every DLQ in scope; one that fails stops none of the others.  Why: on pulsar-lite a
+    tenant can make acking its own DLQ fail (its consumers take the ids this process would use), and one
+    failing DLQ left every DLQ after it unsettled.  A DLQ with nothing selected only re-acks markers an
+    earlier crash may have left counted: its failure is said and costs nothing else (the next purge or
+    requeue acks them).  Raises at the end, naming the DLQs whose selected requests stay parked."""
+    failed: list[str] = []
+    for snap in snaps:
+        ids = ids_of(snap)
+        try:
+            _settle(broker, snap, key, ids, why)
+        except BrokerError as e:
+            if not ids:
+                _log.warning("%s: re-acking the settlement markers on %s failed (%s); the next purge or requeue "
+                             "acks them", why, snap.topics.dlq, e)
+                continue
+            failed.append(f"{snap.topics.dlq} ({len(ids)} selected): {e}")
+    if failed:
+        again = ("run it again: what it sent back is sent again, and the daemon settles the repeat"
+                 if why == "requeue" else "run it again")
+        raise BrokerError(f"{why}: {len(failed)} of {len(snaps)} DLQs could not be settled and keep their "
+                          f"selected requests listed, the others were settled; {again}. "
+                          + "; ".join(failed[:3]) + (f"; and {len(failed) - 3} more" if len(failed) > 3 else ""))
+
+
 @dataclass(frozen=True)
 class Settling:
     """One parked request a purge or requeue is about to ack: what the audit trail records of it."""
@@ -300,8 +329,7 @@ def purge(broker: BrokerClient, scope: Sequence[DeletionTopics], key: MarkerKey,
     chosen = _select(snaps, selection)
     if record is not None and chosen:
         record([Settling(e, m, s.topics.dlq) for e, m, s in chosen])
-    for snap in snaps:
-        _settle(broker, snap, key, [e.message_id for e, _, s in chosen if s is snap], "purge")
+    _settle_each(broker, snaps, key, lambda snap: [e.message_id for e, _, s in chosen if s is snap], "purge")
     if progress:
         progress(len(chosen))
     return [e for e, _, _ in chosen]
@@ -344,8 +372,7 @@ def requeue(broker: BrokerClient, scope: Sequence[DeletionTopics], key: MarkerKe
             progress(len(out.moved))
     if record is not None and sent:
         record(sent)
-    for snap in snaps:
-        _settle(broker, snap, key, moved[id(snap)], "requeue")
+    _settle_each(broker, snaps, key, lambda snap: moved[id(snap)], "requeue")
     return out
 
 
