@@ -7,6 +7,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
@@ -229,6 +230,11 @@ READ_GROUPS_TOPIC = "persistent://public/default/__ledger_deletion_read_groups"
 #: which the client takes for a disconnect and retries until its operation timeout.
 GROUP_CLAIM_TIMEOUT_S = 2
 
+#: How long a read under a slot waits for its first message (the broker dispatches on subscribe, in
+#: milliseconds): a slot someone acked or created at the latest position sends nothing, and a read
+#: there goes on with Readers after this wait rather than :data:`READ_NEXT_MS`.
+SLOT_FIRST_MS = 1000
+
 #: How long a reader waits for the next message it was told is available.  A reader that waits longer
 #: is replaced by a fresh one that starts after the last message received, at most
 #: :data:`READ_RESUMES` times: pulsar-lite can stop dispatching to one reader while others read the
@@ -333,7 +339,7 @@ def _read_subscription(consumer: pulsar.Consumer, read: _StoredRead) -> bool:
     while top <= stored[1]:
         behind = top < stored[1]
         try:
-            message = consumer.receive(READ_NEXT_MS if behind else EMPTY_PEEK_MS)
+            message = consumer.receive((SLOT_FIRST_MS if top < 0 else READ_NEXT_MS) if behind else EMPTY_PEEK_MS)
         except pulsar.Timeout:
             if behind:
                 return False
@@ -409,27 +415,40 @@ def _ack_named(consumer: pulsar.Consumer, wanted: dict[tuple[int, int], str],
         consumer.acknowledge(pulsar.MessageId(*_client_order(parse_message_id(text))))
 
 
-def _claim_read_group(new_client: Callable[..., pulsar.Client]) -> tuple[int, pulsar.Client, pulsar.Consumer] | None:
-    """The first group of read slots no other process holds (:mod:`.read_slots`), held until the client
-    closes by an Exclusive consumer on :data:`READ_GROUPS_TOPIC`, on a client of its own whose short
-    operation timeout bounds what each held group costs to pass over (a refusal shows as a timeout).
-    None when every group is held or the claim cannot be made: reads use Readers."""
+def _claim_read_group(new_client: Callable[..., pulsar.Client],
+                      long_lived: bool) -> tuple[int, pulsar.Client, pulsar.Consumer] | None:
+    """A group of read slots no other process holds (:mod:`.read_slots`), held until the client closes by
+    an Exclusive consumer on :data:`READ_GROUPS_TOPIC`, on a client of its own whose short operation
+    timeout bounds what a held group costs (a refusal shows as a timeout).  A short command tries group
+    0 first, a daemon the last group, so the daemons of a deployment never stand in a command's way;
+    then every other group at once (whoever holds them all costs :data:`GROUP_CLAIM_TIMEOUT_S` twice,
+    not once per group).  None when no group can be had: reads use Readers."""
     try:
         client = new_client(operation_timeout_seconds=GROUP_CLAIM_TIMEOUT_S)
     except (pulsar.PulsarException, ValueError):
         return None
-    for group in range(GROUPS):
+
+    def claim(group: int) -> pulsar.Consumer | None:
         try:
-            consumer = client.subscribe(READ_GROUPS_TOPIC, f"group-{group}", receiver_queue_size=1,
-                                        consumer_type=pulsar.ConsumerType.Exclusive)
-        except pulsar.Timeout:
-            continue
-        except pulsar.PulsarException as e:
-            _log.info("pulsar-lite: cannot claim a group of read slots (%s); reading with Readers", e)
-            break
-        return group, client, consumer
-    else:
-        _log.info("pulsar-lite: all %d groups of read slots are held; reading with Readers", GROUPS)
+            return client.subscribe(READ_GROUPS_TOPIC, f"group-{group}", receiver_queue_size=1,
+                                    consumer_type=pulsar.ConsumerType.Exclusive)
+        except pulsar.PulsarException:
+            return None
+
+    first = GROUPS - 1 if long_lived else 0
+    consumer = claim(first)
+    if consumer is not None:
+        return first, client, consumer
+    others = [g for g in range(GROUPS) if g != first]
+    with ThreadPoolExecutor(len(others), thread_name_prefix="read-group") as pool:
+        got = {g: c for g, c in zip(others, pool.map(claim, others), strict=True) if c is not None}
+    if got:
+        group = max(got) if long_lived else min(got)
+        for other, held in got.items():
+            if other != group:
+                _close_quietly(held, "consumer claiming read slots")
+        return group, client, got[group]
+    _log.info("pulsar-lite: every group of read slots is held; reading with Readers")
     _close_quietly(client, "client claiming read slots")
     return None
 
@@ -481,6 +500,7 @@ class PulsarBrokerClient(BrokerClient):
         self._subscribed: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
         self._consumer_ids = ConsumerIds(self._client, service_url, long_lived)
+        self._long_lived = long_lived
         self._read_slots = ReadSlots(self._claim_read_group)
         self._read_group: tuple[pulsar.Client, pulsar.Consumer] | None = None
 
@@ -584,7 +604,7 @@ class PulsarBrokerClient(BrokerClient):
                           f"{READ_RESUMES + 1} readers in a row (is the broker overloaded?)")
 
     def _claim_read_group(self) -> int | None:
-        claimed = _claim_read_group(self._new_client)
+        claimed = _claim_read_group(self._new_client, self._long_lived)
         if claimed is None:
             return None
         group, self._read_group = claimed[0], claimed[1:]

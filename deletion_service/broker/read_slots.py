@@ -10,9 +10,10 @@ real Pulsar a Reader's subscription is non-durable and leaves with it; there Rea
 
 **Two reads at once never share a name.**  A second Exclusive consumer is refused, and the client
 takes the refusal for a disconnect and retries until its operation timeout.  So the slots come in
-:data:`GROUPS` groups of :data:`PER_PROCESS`: a process claims a group for as long as it lives (the
-first free one: processes one after another all read under group 0's names, so a topic keeps one
-such subscription; processes at once take one group each), and within it this registry hands each
+:data:`GROUPS` groups of :data:`PER_PROCESS`: a process claims a group for as long as it lives (a
+short command group 0 when free, a daemon the last: commands one after another all read under
+group 0's names, so a topic keeps one such subscription, whatever daemons run; processes at once
+take one group each), and within it this registry hands each
 read of a topic a slot no other read of that topic holds (more at once go on with Readers).  A
 process that finds no free group, or a slot of its group held elsewhere, reads with Readers (that
 topic, from then on).  Nothing else guards the name: anyone may subscribe under it and ack, and

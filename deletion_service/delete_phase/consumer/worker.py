@@ -32,6 +32,7 @@ from deletion_service.delete_phase.consumer.ack_tally import AckTally
 from deletion_service.delete_phase.consumer.disposer import Disposer, Hooks, Settled
 from deletion_service.delete_phase.consumer.intake import Intake, Limits
 from deletion_service.delete_phase.consumer.settled_recently import SettledRecently
+from deletion_service.delete_phase.offload.admission import admit
 from deletion_service.delete_phase.offload.lane import OffloadLane
 from deletion_service.delete_phase.pipeline import DeletePipeline
 from deletion_service.delete_phase.process.lane import DeleteProcessLane
@@ -43,6 +44,7 @@ from deletion_service.delete_phase.storage.breaker import Breakers
 from deletion_service.failpoints import failpoint
 from deletion_service.metrics import DeletionMetrics
 from deletion_service.protocol.request import InvalidRequest, LedgerType, decode
+from deletion_service.protocol.topics import namespace_of_topic
 
 _log = logging.getLogger(__name__)
 
@@ -221,16 +223,16 @@ class DeletePhaseWorker:
         return False
 
     def _to_offload_lane(self, undecided: list[MessageInHand]) -> tuple[list[MessageInHand], list[MessageInHand]]:
-        """Offload requests go to their own lane (``delete_phase.offload.lane``), so S3 never holds up a
-        BookKeeper deletion; those beyond its room are decided here (``decision.offload_lane_full``).
+        """Offload requests go to their own lane (``offload.lane``), so S3 never holds up a BookKeeper deletion;
+        those it does not take in (``offload.admission``) are decided here (``decision.offload_lane_full``).
         Returns what the pipeline decides now, and what went to the lane."""
         lane = self.offload_lane
         offloads = [d for d in undecided if d.admitted.ledger_type == LedgerType.OFFLOAD_LEDGER] \
             if lane is not None else []
         if lane is None or not offloads:
             return undecided, []
-        room = lane.room()
-        taken, over = offloads[:room], offloads[room:]
+        taken, over = admit(offloads, lambda d: namespace_of_topic(d.message.topic).split("/")[0], lane.by_tenant(),
+                            lane.room(), lane.capacity)
         for d in taken:
             d.advance(Event.SEND_TO_LANE)
         lane.submit(taken)

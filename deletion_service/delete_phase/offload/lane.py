@@ -29,7 +29,8 @@ target that does not answer costs its own requests only:
   the retry budget instead of keeping them here for good.  Its breaker closing
   runs what is held at once.
 
-The lane holds at most ``capacity`` undecided requests; the worker defers
+The lane holds at most ``capacity`` undecided requests (and a spare of a tenth
+more for tenants under their fair share: :mod:`.admission`); the worker defers
 offload requests beyond that to RETRY with their attempts unchanged, so an
 outage can neither fill memory nor block BookKeeper deletions.
 
@@ -115,10 +116,19 @@ class OffloadLane:
                     + sum(map(len, self._held.values())))
 
     def room(self) -> int:
-        """Room for new requests: what is held for a down target has a budget of its own."""
+        """Room for new requests: what is held for a down target has a budget of its own.  Below 0 once
+        the spare of tenants under their share is in use (:mod:`.admission`)."""
         with self._cond:
             busy = len(self._inbox) + len(self._probation) + self._working + len(self._outbox)
-        return max(0, self.capacity - busy)
+        return self.capacity - busy
+
+    def by_tenant(self) -> Counter[str]:
+        """How many requests each tenant has in the lane (queued, under way, held or decided, not yet taken back)."""
+        with self._cond:
+            out: Counter[str] = Counter()
+            for topic, n in self._topics.items():
+                out[namespace_of_topic(topic).split("/")[0]] += n
+            return out
 
     def topics(self) -> set[str]:
         """The topics of the requests in the lane, queued, under way, held for a target or decided and not

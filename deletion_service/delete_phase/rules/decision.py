@@ -121,9 +121,10 @@ def cross_namespace(why: str) -> Action:
 
 
 def offload_lane_full(policy: Policy) -> Action:
-    """The offload lane has no room (its endpoint is slow or down): back to RETRY untried, its
-    attempts unchanged, so an outage can fill neither memory nor the retry budget."""
-    return Action(Verdict.RECONSUME, "the offload lane is full (the offload endpoint is slow or down)",
+    """The offload lane has no room for the request, or its tenant holds its share of the lane (its
+    endpoint slow or down, or a tenant's flood: ``offload.admission``): back to RETRY untried, its
+    attempts unchanged, so neither can fill memory or spend the retry budget."""
+    return Action(Verdict.RECONSUME, "the offload lane is full, or its tenant holds its share of it",
                   delay_s=min(30.0, policy.max_delay_s), kind=Kind.TRANSIENT, counts=False)
 
 
