@@ -13,8 +13,10 @@ inside the lane (:mod:`.turns`) cannot help what never gets in.  So admission is
   lane is full, out of a spare of ``capacity // 10`` places, so that it waits for no request of the
   tenant filling the lane to be decided first.  The lane so holds at most 110% of ``capacity``.
 
-A request's tenant is its ``topicName``'s, which admission may trust for the reason the turns do:
-in namespace scope a request naming another namespace than the topic it came on never gets here.
+A request's tenant is that of the topic it came on: in namespace scope its namespace's request or
+RETRY topic, which that namespace's tenant alone writes (a request naming another namespace never gets
+here); in cluster scope the cluster's own topic, where only the cluster's components write, so
+admission is one tenant's, as before.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ SPARE_PART = 10
 def admit(arriving: Sequence[T], tenant_of: Callable[[T], str], in_lane: Counter[str], room: int,
           capacity: int) -> tuple[list[T], list[T]]:
     """``arriving`` split into (taken in, deferred), in arrival order.  ``in_lane``: the requests each tenant
-    has in the lane now; ``room``: the lane's free places (may be 0)."""
+    has in the lane now; ``room``: the lane's free places (below 0 once the spare is in use)."""
     held = Counter(in_lane)
     tenants = {t for t, n in held.items() if n > 0} | {tenant_of(r) for r in arriving}
     share = max(1, capacity // max(1, len(tenants)))
