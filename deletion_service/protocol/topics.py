@@ -105,3 +105,8 @@ def namespace_topics(namespace: str, like: DeletionTopics) -> DeletionTopics:
 def namespace_of_topic(topic: str) -> str:
     """``tenant/ns`` of a full topic name (``persistent://tenant/ns/local``)."""
     return "/".join(topic.split("://", 1)[-1].split("/")[:2])
+
+
+def tenant_of_topic(topic: str) -> str:
+    """``tenant`` of a full topic name (``persistent://tenant/ns/local``)."""
+    return namespace_of_topic(topic).split("/", 1)[0]

@@ -44,7 +44,7 @@ from deletion_service.delete_phase.storage.breaker import Breakers
 from deletion_service.failpoints import failpoint
 from deletion_service.metrics import DeletionMetrics
 from deletion_service.protocol.request import InvalidRequest, LedgerType, decode
-from deletion_service.protocol.topics import namespace_of_topic
+from deletion_service.protocol.topics import tenant_of_topic
 
 _log = logging.getLogger(__name__)
 
@@ -231,8 +231,8 @@ class DeletePhaseWorker:
             if lane is not None else []
         if lane is None or not offloads:
             return undecided, []
-        taken, over = admit(offloads, lambda d: namespace_of_topic(d.message.topic).split("/")[0], lane.by_tenant(),
-                            lane.room(), lane.capacity)
+        taken, over = admit(offloads, lambda d: tenant_of_topic(d.message.topic), lane.by_tenant(), lane.room(),
+                            lane.capacity)
         for d in taken:
             d.advance(Event.SEND_TO_LANE)
         lane.submit(taken)

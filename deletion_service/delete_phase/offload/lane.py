@@ -58,7 +58,7 @@ from deletion_service.delete_phase.rules.lifecycle import MessageInHand
 from deletion_service.delete_phase.storage.breaker import TargetBreakers
 from deletion_service.delete_phase.storage.offload_cost import MAX_PARTS_CHECKED, storage_cost
 from deletion_service.delete_phase.storage.offload_index import offload_target_keys
-from deletion_service.protocol.topics import namespace_of_topic
+from deletion_service.protocol.topics import namespace_of_topic, tenant_of_topic
 
 _log = logging.getLogger(__name__)
 
@@ -127,7 +127,7 @@ class OffloadLane:
         with self._cond:
             out: Counter[str] = Counter()
             for topic, n in self._topics.items():
-                out[namespace_of_topic(topic).split("/")[0]] += n
+                out[tenant_of_topic(topic)] += n
             return out
 
     def topics(self) -> set[str]:
