@@ -256,8 +256,9 @@ class DeletionMetrics:
             f"{PREFIX}_ack_lost", "Redelivered messages this daemon had already settled and acked (the acks were "
             "lost, most likely with a broker that died): acknowledged again, not settled twice", registry=r)
         self.held = HeldGauge(
-            f"{PREFIX}_held", "Requests this process holds, unacked, until their retry delay passes, by why they "
-            "wait (not-yet: too young or still open; in-use-grace; outage; retry-delay): waiting, not stuck", r)
+            f"{PREFIX}_held", "Requests this process holds, unacked, until their retry delay passes, by why they wait "
+            "(not-yet: too young or still open; in-use-grace; outage; offload-lane; retry-delay): waiting, not stuck",
+            r)
         # process_* (CPU, memory, open files, start time) and the build: which version runs where
         ProcessCollector(registry=r)
         Info(f"{PREFIX}_build", "The running build: package version and Python", registry=r).info(

@@ -389,7 +389,7 @@ PRODUCED = (
     ("DELETE_BOOKKEEPER", "NONE", True), ("DELETE_OFFLOAD", "NONE", True), ("DRY_RUN", "NONE", True),
     ("ACK_ABSENT", "NONE", True), ("ACK_IN_USE", "NONE", True), ("ACK_MISMATCH", "NONE", True),
     ("RECONSUME", "NOT_YET", True), ("RECONSUME", "IN_USE_GRACE", True), ("RECONSUME", "TRANSIENT", True),
-    ("RECONSUME", "TRANSIENT", False), ("RECONSUME", "INTERNAL_ERROR", True),
+    ("RECONSUME", "TRANSIENT", False), ("RECONSUME", "LANE_FULL", False), ("RECONSUME", "INTERNAL_ERROR", True),
     ("DLQ", "INVALID_REQUEST", True), ("DLQ", "CROSS_NAMESPACE", True), ("DLQ", "CANNOT_VERIFY", True),
     ("DLQ", "OFFLOAD_TARGET_ERROR", True), ("DLQ", "MAX_RETRIES", True), ("DLQ", "DELETE_FAILED", True),
     ("DLQ", "INTERNAL_ERROR", True),

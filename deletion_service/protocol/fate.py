@@ -17,6 +17,7 @@ class HoldReason(StrEnum):
     NOT_YET = "not-yet"  # too young (minLedgerAgeSeconds), or the ledger is still open / in recovery
     GRACE = "in-use-grace"  # still listed; its mark phase may not have written yet
     OUTAGE = "outage"  # deferred while a dependency was down (no try counted)
+    LANE_FULL = "offload-lane"  # deferred untried: the offload lane was full, or its tenant held its share
     RETRY_DELAY = "retry-delay"  # a try failed; the next one after reconsumeLaterInSeconds
     UNKNOWN = "unknown"  # a copy this tool did not label (an older copy, or a label it did not seal)
 
@@ -30,6 +31,7 @@ _LABELS = {
     HoldReason.NOT_YET: "not yet: too young (minLedgerAgeSeconds) or still open",
     HoldReason.GRACE: "in-use grace: still listed, its mark phase may not have written yet",
     HoldReason.OUTAGE: "deferred through a dependency outage",
+    HoldReason.LANE_FULL: "waiting for room in the offload lane (full, or its tenant holds its share)",
     HoldReason.RETRY_DELAY: "retry delay after a failed try",
     HoldReason.UNKNOWN: "reason not recorded by this tool (an older copy, or written by a producer)",
 }

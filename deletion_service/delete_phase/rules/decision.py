@@ -50,6 +50,8 @@ class Kind(StrEnum):
     IN_USE_GRACE = "in-use-grace"  # still listed, but its mark phase may not have written yet
     TRANSIENT = "transient"  # a dependency failed
     CROSS_NAMESPACE = "cross-namespace"  # read from one namespace's topic, naming another's ledger
+    #: the offload lane has no room for it, or its tenant holds its share: untried, not an outage
+    LANE_FULL = "offload-lane-full"
 
 
 @dataclass(frozen=True)
@@ -125,7 +127,7 @@ def offload_lane_full(policy: Policy) -> Action:
     endpoint slow or down, or a tenant's flood: ``offload.admission``): back to RETRY untried, its
     attempts unchanged, so neither can fill memory or spend the retry budget."""
     return Action(Verdict.RECONSUME, "the offload lane is full, or its tenant holds its share of it",
-                  delay_s=min(30.0, policy.max_delay_s), kind=Kind.TRANSIENT, counts=False)
+                  delay_s=min(30.0, policy.max_delay_s), kind=Kind.LANE_FULL, counts=False)
 
 
 def could_not_reconsume(action: Action, error: str) -> Action:

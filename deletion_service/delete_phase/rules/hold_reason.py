@@ -45,6 +45,8 @@ def of_decision(kind: Kind, counts: bool) -> HoldReason:
         return HoldReason.NOT_YET
     if kind == Kind.IN_USE_GRACE:
         return HoldReason.GRACE
+    if kind == Kind.LANE_FULL:
+        return HoldReason.LANE_FULL
     if not counts:
         return HoldReason.OUTAGE
     return HoldReason.RETRY_DELAY

@@ -65,7 +65,7 @@ def _row(verdict: Verdict, kind: Kind) -> Outward:
             return Outward(Outcome.STILL_IN_USE, SyncOutcome.STILL_IN_USE)
         case Verdict.ACK_MISMATCH:
             return Outward(Outcome.METADATA_MISMATCH, SyncOutcome.METADATA_MISMATCH, log_level=logging.WARNING)
-        case Verdict.RECONSUME if kind in (Kind.TRANSIENT, Kind.INTERNAL_ERROR):
+        case Verdict.RECONSUME if kind in (Kind.TRANSIENT, Kind.INTERNAL_ERROR, Kind.LANE_FULL):
             return Outward(Outcome.RECONSUMED, SyncOutcome.UNAVAILABLE)
         case Verdict.RECONSUME:
             return Outward(Outcome.RECONSUMED, SyncOutcome.NOT_YET)

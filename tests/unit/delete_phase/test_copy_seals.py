@@ -21,7 +21,8 @@ from deletion_service.delete_phase.consumer.copies import (
     PARKED_SEAL,
     RECONSUMETIMES,
 )
-from deletion_service.delete_phase.rules.decision import Kind
+from deletion_service.delete_phase.rules import decision
+from deletion_service.delete_phase.rules.decision import Kind, Policy
 from deletion_service.delete_phase.rules.hold_reason import HELD_SEAL, HoldSeal
 from deletion_service.delete_phase.rules.seal import ParkedSeal, Seal
 from deletion_service.dlq.operations import Selection, entry
@@ -166,3 +167,15 @@ def test_unsealed_entries_are_selected_by_their_reason_and_requeued_by_filter(ke
     assert Selection(everything=True).matches(tenants) and tenants.requeued_by_filter
     garbage = entry(received({}, f"{BASE}-DLQ", b"\xff"), f"{BASE}-DLQ", ParkedSeal.sharing(key))
     assert garbage.reason == "unsealed" and not garbage.requeued_by_filter  # undecodable: purge it
+
+
+def test_a_request_deferred_for_room_in_the_offload_lane_is_held_for_that_not_for_an_outage(key: Seal) -> None:
+    """Lane-full deferrals are grouped under their own reason: an operator told "outage" would look for a
+    dependency that is down, while the lane's room is what the request waits for."""
+    full = decision.offload_lane_full(Policy())
+    copy = copies.retry_copy(received({}, f"{BASE}-partition-0"), full.delay_s, counts=full.counts, kind=full.kind,
+                             why=full.reason, seal=key)
+    reason, why = HoldSeal.sharing(key).read(copy.properties, copy.data)
+    assert reason == HoldReason.LANE_FULL and reason.label.startswith("waiting for room in the offload lane")
+    assert why == full.reason
+    assert copy.properties[RECONSUMETIMES] == "0", "waiting for the lane's room is no try of the request's"

@@ -176,7 +176,7 @@ def test_the_not_yet_due_set_hands_out_due_messages_first_and_the_latest_to_evic
 def test_decisions_met_outside_the_pipeline_come_from_the_decision_table() -> None:
     assert decision.cross_namespace("acme's topic names globex").kind == Kind.CROSS_NAMESPACE
     full = decision.offload_lane_full(Policy(reconsume_later_s=600))
-    assert (full.verdict, full.kind, full.counts, full.delay_s) == (Verdict.RECONSUME, Kind.TRANSIENT, False, 30.0)
+    assert (full.verdict, full.kind, full.counts, full.delay_s) == (Verdict.RECONSUME, Kind.LANE_FULL, False, 30.0)
     assert decision.invalid("not json").verdict == Verdict.DLQ
 
 
