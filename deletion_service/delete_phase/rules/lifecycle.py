@@ -44,6 +44,7 @@ Two stages carry gates that would otherwise be flags beside the table:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -51,6 +52,7 @@ from typing import assert_never
 
 from deletion_service.broker.interface import Consumer, Received
 from deletion_service.delete_phase.rules.decision import Action, Verdict
+from deletion_service.protocol.claimed_words import without_claimed_words
 from deletion_service.protocol.request import PendingDeleteLedgerInfo
 
 #: Backoff of a failed disposition: doubled per failure from the worker's base, up to this.
@@ -236,12 +238,18 @@ class MessageInHand:
 
     def decide(self, action: Action) -> None:
         self.advance(Event.DECIDE)
-        self.action = action
+        self.action = self._in_our_words(action)
 
     def redecide(self, action: Action) -> None:
         """Only before any copy is out: what is published stays what was decided."""
         self.advance(Event.REDECIDE)
-        self.action = action
+        self.action = self._in_our_words(action)
+
+    def _in_our_words(self, action: Action) -> Action:
+        """The action with no words of the request's in its reason (``protocol.claimed_words``): every
+        copy, record and log line of this message quotes the reason from here."""
+        reason = without_claimed_words(action.reason, self.message.data)
+        return action if reason == action.reason else dataclasses.replace(action, reason=reason)
 
     def take_back(self) -> None:
         """Its lane handed it over: from now on the worker's thread disposes of it."""

@@ -9,6 +9,7 @@ CLI; the tenant is a plain pulsar-client producer on its own namespace's topics.
 
 from __future__ import annotations
 
+import base64
 import json
 import signal
 import subprocess
@@ -39,16 +40,17 @@ class Tenant:
         self.namespace = world.topic.split("://", 1)[1].rsplit("/", 1)[0]
         self.topics: DeletionTopics = namespace_topics(self.namespace, DeletionTopics.from_config(DeletionConfig()))
 
-    def produce(self, topic: str, subscription: str, ledger_id: int, properties: dict[str, str]) -> None:
+    def produce(self, topic: str, subscription: str, ledger_id: int, properties: dict[str, str],
+                **fields: object) -> None:
         """The tenant's message on one of its own topics (its subscription made first, as the daemon's
-        producers do, so it waits there whenever the daemon subscribes)."""
+        producers do, so it waits there whenever the daemon subscribes); ``fields`` replace the request's."""
         admin = PulsarBrokerClient(self.world.broker_url, long_lived=False)
         try:
             admin.ensure_subscription(topic, subscription)
         finally:
             admin.close()
         body = json.dumps({"topicName": self.world.topic, "ledgerComponent": "MANAGED_LEDGER", "ledgerType": "LEDGER",
-                           "ledgerId": ledger_id, "markedAt": 1, "reason": "orphan"}).encode()
+                           "ledgerId": ledger_id, "markedAt": 1, "reason": "orphan", **fields}).encode()
         client = pulsar.Client(self.world.broker_url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
         try:
             client.create_producer(topic, batching_enabled=False).send(body, properties=properties)
@@ -131,3 +133,35 @@ def test_a_tenants_message_on_its_dlq_is_listed_with_none_of_its_words_and_can_b
     assert purged["purged"] == 1
     assert tenant.parked(ledger) == []
 
+
+
+def test_the_daemons_own_words_about_a_request_carry_none_of_the_requests_words(tenant: Tenant) -> None:
+    """A bucket that cannot be one and a topic of another namespace are parked with our reasons, sealed;
+    the values the tenant chose appear in them only as a placeholder, in the listing, the admin API, the
+    audit trail and ``status`` alike, while the request itself (labelled as the request) keeps them."""
+    bad_bucket, bad_topic = 903, 904
+    tenant.produce(tenant.topics.partition_topics[0], tenant.topics.subscription, bad_bucket, {},
+                   ledgerType="OFFLOAD_LEDGER", offloadContext={
+                       "uidMsb": 1, "uidLsb": 2, "driverName": "aws-s3",
+                       "driverMetadata": {"bucket": FORGED_WHY, "region": "us-east-1"}})
+    tenant.produce(tenant.topics.partition_topics[0], tenant.topics.subscription, bad_topic, {},
+                   topicName=f"persistent://someone-else/ns/{FORGED_WHY}")
+    def invalid() -> list[dict]:  # an invalid request is listed with its bytes, not as a request
+        return [e for e in tenant.listed() if e["payloadBase64"]
+                and json.loads(base64.b64decode(e["payloadBase64"]))["ledgerId"] == bad_bucket]
+
+    wait_until(lambda: invalid() and tenant.parked(bad_topic), 120, "both requests parked",
+               proc=tenant.daemon.proc, interval=0.5)
+    [bucket], [topic] = invalid(), tenant.parked(bad_topic)
+    assert (bucket["reason"], bucket["sealed"]) == ("invalid-request", True), bucket
+    assert "contains whitespace" in bucket["lastError"] and "not a name" in bucket["lastError"], bucket
+    assert (topic["reason"], topic["sealed"]) == ("cross-namespace", True), topic
+    assert FORGED_WHY in base64.b64decode(bucket["payloadBase64"]).decode()  # the request's own bytes keep it
+    assert topic["request"]["topicName"].endswith(FORGED_WHY)
+    ours = [e["lastError"] for e in (bucket, topic)] + [r["reason"] for r in tenant.daemon.audit()]
+    ours.append(tenant.cli("status", "--admin-address", f"127.0.0.1:{tenant.daemon.port}"))
+    ours.append(json.dumps([e["lastError"] for e in json.loads(tenant.admin_listing())]))
+    for shown in ours:
+        assert "quorum" not in shown and "purge --all" not in shown, shown
+    table = tenant.cli("dlq", "list", "--namespace", tenant.namespace)
+    assert table.count("quorum") == 1, table  # the request's topic, in its own column: the request, not us
