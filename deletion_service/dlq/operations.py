@@ -39,7 +39,12 @@ properties as empty, so purge can always remove by id what nothing else can pars
 the marker.  A crash after the first step leaves settled messages listed (purging them again is
 harmless: an ack is idempotent); after the second, a marker counted in the backlog until the
 next purge or requeue, which acks every marker it reads.  Requeue republishes before it acks,
-so a crash can duplicate a request (the daemon handles a repeat), never lose one.
+so a crash can duplicate a request (the daemon handles a repeat), never lose one.  An ack the
+broker refuses does not stop the marker: on pulsar-lite a tenant can make acking its own DLQ fail
+for good (its consumers take the ids this process would use), and without the marker every
+``requeue`` sent those requests back again.  Marked, they are settled for every listing, the
+gauge and the next requeue; they stay in the subscription's backlog until a later purge or
+requeue acks them (each re-acks every settled message it reads).
 
 **Requeue goes back where the request came from, never where it says.**  A parked request returns
 to the request topic of the DLQ it is parked in (in namespace scope a DLQ belongs to exactly one
@@ -203,6 +208,8 @@ class Snapshot:
     topics: DeletionTopics
     parked: list[Received] = field(default_factory=list)
     markers: list[str] = field(default_factory=list)
+    #: stored messages a marker settles: acked again by the next purge or requeue (an ack refused earlier)
+    settled: list[str] = field(default_factory=list)
     seal: ParkedSeal = field(default_factory=lambda: ParkedSeal(None))  # proves what the daemon parked
 
     def entries(self) -> list[tuple[DlqEntry, Received]]:
@@ -239,7 +246,14 @@ def sort_out(topics: DeletionTopics, stored: list[Received], key: MarkerKey) -> 
             marker_ids.add(display_message_id(message.message_id))
             settled.update(ids)
     out.markers = sorted(marker_ids)
-    out.parked = [m for m in stored if display_message_id(m.message_id) not in settled | marker_ids]
+    out.parked, stored_settled = [], []
+    for m in stored:
+        shown = display_message_id(m.message_id)
+        if shown in settled:
+            stored_settled.append(shown)
+        elif shown not in marker_ids:
+            out.parked.append(m)
+    out.settled = stored_settled
     return out
 
 
@@ -265,33 +279,51 @@ def _select(snaps: list[Snapshot], selection: Selection) -> list[tuple[DlqEntry,
     return [row for row in rows if selection.matches(row[0])]
 
 
-def _settle(broker: BrokerClient, snap: Snapshot, key: MarkerKey, ids: list[str], why: str) -> None:
-    """Ack, then record, then ack the record (see the module's docstring for the order)."""
+def _settle(broker: BrokerClient, snap: Snapshot, key: MarkerKey, ids: list[str], why: str) -> str | None:
+    """Ack, then record, then ack the record (see the module's docstring for the order); an ack the
+    broker refuses does not stop the record.  Returns why the broker refused an ack of ``ids`` or of
+    their record (they are settled all the same), else None; raises when the record is not written."""
     topics = snap.topics
-    if ids or snap.markers:
-        broker.acknowledge(topics.dlq, topics.dlq_subscription, ids, likely_acked=snap.markers)
+    refused: str | None = None
+    if ids or snap.markers or snap.settled:
+        try:
+            broker.acknowledge(topics.dlq, topics.dlq_subscription, ids, likely_acked=snap.markers + snap.settled)
+        except BrokerError as e:
+            if not ids:
+                raise
+            refused = str(e)
     if not ids:
-        return
+        return None
     producer = broker.producer(topics.dlq)
     try:
         markers = [producer.send(body, {MARKER_PROPERTY: why}) for body in key.bodies(topics.dlq, ids)]
     finally:
         producer.close()
-    broker.acknowledge(topics.dlq, topics.dlq_subscription, markers)
+    try:
+        broker.acknowledge(topics.dlq, topics.dlq_subscription, markers)
+    except BrokerError as e:
+        refused = refused or str(e)
+    return refused
 
 
 def _settle_each(broker: BrokerClient, snaps: Sequence[Snapshot], key: MarkerKey,
                  ids_of: Callable[[Snapshot], list[str]], why: str) -> None:
     """:func:`_settle` every DLQ in scope; one that fails stops none of the others.  Why: on pulsar-lite a
     tenant can make acking its own DLQ fail (its consumers take the ids this process would use), and one
-    failing DLQ left every DLQ after it unsettled.  A DLQ with nothing selected only re-acks markers an
-    earlier crash may have left counted: its failure is said and costs nothing else (the next purge or
-    requeue acks them).  Raises at the end, naming the DLQs whose selected requests stay parked."""
+    failing DLQ left every DLQ after it unsettled.  A refused ack with the marker written is said, not
+    failed: the requests are settled.  A DLQ with nothing selected only re-acks what an earlier crash or
+    refusal left counted: its failure is said and costs nothing else (the next purge or requeue acks
+    them).  Raises at the end, naming the DLQs whose selected requests stay parked (no marker written)."""
     failed: list[str] = []
     for snap in snaps:
         ids = ids_of(snap)
         try:
-            _settle(broker, snap, key, ids, why)
+            refused = _settle(broker, snap, key, ids, why)
+            if refused is not None:
+                _log.warning("%s: %d request(s) on %s are settled (a signed marker hides them from every listing "
+                             "and requeue), but the broker refused their acknowledgement (%s); they stay in the "
+                             "subscription's backlog until a later purge or requeue acks them",
+                             why, len(ids), snap.topics.dlq, refused)
         except BrokerError as e:
             if not ids:
                 _log.warning("%s: re-acking the settlement markers on %s failed (%s); the next purge or requeue "
