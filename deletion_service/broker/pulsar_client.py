@@ -116,6 +116,18 @@ def _close_quietly(thing: Any, what: str) -> None:
         _log.debug("closing %s: %s", what, e)
 
 
+def _drop_quietly(consumer: Any, what: str) -> None:
+    """Unsubscribe a read slot that did not read whole: someone acked in it (anyone may, on pulsar-lite),
+    and what they acked would never come back to it, so every later read under it would wait out
+    :data:`SLOT_FIRST_MS` and fall back to Readers.  Dropped, the next read under it subscribes afresh
+    from the topic's first entry (measured on pulsar-lite: an unsubscribed name reads every entry
+    again); a spoiler must then spoil it again, at its own cost, for each read it wants to slow."""
+    try:
+        consumer.unsubscribe()
+    except pulsar.PulsarException as e:
+        _log.debug("dropping %s: %s", what, e)
+
+
 def _send_in_windows(batches: Sequence[tuple[_Producer, Sequence[Outgoing]]]) -> list[list[str | BrokerError]]:
     """Every batch's messages, in rounds: each round starts one window (at most :data:`SEND_WINDOW`
     messages) on every producer, then awaits them all.  One thread keeps every partition busy
@@ -630,12 +642,15 @@ class PulsarBrokerClient(BrokerClient):
             _log.info("reading %s under %s failed (%s); reading with Readers", topic, slot_name(slot), e)
             return None
         read = _StoredRead()
+        whole = False
         try:
             whole = _read_subscription(consumer, read)
         except pulsar.PulsarException as e:
             _log.info("reading %s under %s failed (%s); reading with Readers", topic, slot_name(slot), e)
             return None
         finally:
+            if not whole:
+                _drop_quietly(consumer, f"subscription {slot_name(slot)} on {topic}")
             _close_quietly(consumer, f"consumer reading {topic}")
         if whole:
             return read.messages

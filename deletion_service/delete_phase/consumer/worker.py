@@ -32,7 +32,7 @@ from deletion_service.delete_phase.consumer.ack_tally import AckTally
 from deletion_service.delete_phase.consumer.disposer import Disposer, Hooks, Settled
 from deletion_service.delete_phase.consumer.intake import Intake, Limits
 from deletion_service.delete_phase.consumer.settled_recently import SettledRecently
-from deletion_service.delete_phase.offload.admission import admit
+from deletion_service.delete_phase.offload.admission import SOON_S, Admission
 from deletion_service.delete_phase.offload.lane import OffloadLane
 from deletion_service.delete_phase.pipeline import DeletePipeline
 from deletion_service.delete_phase.process.lane import DeleteProcessLane
@@ -75,6 +75,7 @@ class DeletePhaseWorker:
         self.hooks = hooks or Hooks()
         self.breakers = breakers or Breakers()
         self.offload_lane = offload_lane
+        self._admission = Admission()
         #: BookKeeper requests decided by the delete process (``delete_phase.process.lane``); None: here, inline
         self.bookkeeper_lane = bookkeeper_lane
         self.ack_tally = AckTally()  # what we acked lately: explains a stale backlog reading (--exit-when-idle)
@@ -231,12 +232,15 @@ class DeletePhaseWorker:
             if lane is not None else []
         if lane is None or not offloads:
             return undecided, []
-        taken, over = admit(offloads, lambda d: tenant_of_topic(d.message.topic), lane.by_tenant(), lane.room(),
-                            lane.capacity)
+        door = self._admission.admit(offloads, lambda d: tenant_of_topic(d.message.topic), lane.by_tenant(),
+                                     lane.room(), lane.capacity, time.monotonic())
+        taken = door.taken
         for d in taken:
             d.advance(Event.SEND_TO_LANE)
         lane.submit(taken)
-        for d in over:
+        for d in door.soon:
+            d.decide(decision.offload_lane_full(self.policy, SOON_S))
+        for d in door.later:
             d.decide(decision.offload_lane_full(self.policy))
         return [d for d in undecided if d.stage == Stage.RECEIVED], taken
 

@@ -1,4 +1,4 @@
-"""Which offload requests the lane takes in, tenant by tenant.  Pure.
+"""Which offload requests the lane takes in, tenant by tenant.  Pure (the clock is passed in).
 
 The lane holds at most ``capacity`` undecided requests, and what arrives beyond its room is deferred
 to RETRY.  First come, first served, one tenant that keeps the lane full (thousands of requests of
@@ -12,6 +12,14 @@ inside the lane (:mod:`.turns`) cannot help what never gets in.  So admission is
 * **Spare room for those under their share.**  A tenant under its share is taken in even when the
   lane is full, out of a spare of ``capacity // 10`` places, so that it waits for no request of the
   tenant filling the lane to be decided first.  The lane so holds at most 110% of ``capacity``.
+* **Freed places go to the tenant holding fewest.**  Share and spare alone were first come, first
+  served among tenants under their share: colluding tenants sending every second took each freed
+  place back before a deferred tenant's request returned (30 s later), and another tenant's copies
+  waited 75 s to over 300 s (1.1 s alone).  So a tenant deferred with no place left for it is
+  remembered as *waiting* for :data:`WAITING_S`, and while it waits, a place goes to no tenant holding
+  more places than it does; its deferred requests (up to :data:`SOON_PER_TENANT` a pass) come back after
+  :data:`SOON_S`, not 30 s, to take them.  A place may so stay free a few seconds; never longer than
+  the waiting tenant's reservation.
 
 A request's tenant is that of the topic it came on: in namespace scope its namespace's request or
 RETRY topic, which that namespace's tenant alone writes (a request naming another namespace never gets
@@ -23,37 +31,72 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
 #: The spare, as a part of the capacity: places only tenants under their fair share may take.
 SPARE_PART = 10
+#: How soon a request deferred for want of any place comes back (its tenant waits for the next one).
+SOON_S = 2.0
+#: How long a deferred tenant's claim on the next freed place lasts, unless its request comes back.
+WAITING_S = 10.0
+#: Deferred requests of one tenant a pass that come back soon; the rest come back at the usual delay,
+#: so a tenant with thousands deferred does not circle them through RETRY every few seconds.
+SOON_PER_TENANT = 32
 
 
-def admit(arriving: Sequence[T], tenant_of: Callable[[T], str], in_lane: Counter[str], room: int,
-          capacity: int) -> tuple[list[T], list[T]]:
-    """``arriving`` split into (taken in, deferred), in arrival order.  ``in_lane``: the requests each tenant
-    has in the lane now; ``room``: the lane's free places (below 0 once the spare is in use)."""
-    held = Counter(in_lane)
-    tenants = {t for t, n in held.items() if n > 0} | {tenant_of(r) for r in arriving}
-    share = max(1, capacity // max(1, len(tenants)))
-    spare = max(0, capacity // SPARE_PART - max(0, -room))
-    room = max(0, room)
-    taken: list[T] = []
-    deferred: list[T] = []
-    for request in arriving:
-        tenant = tenant_of(request)
-        if held[tenant] >= share:
-            deferred.append(request)
-        elif room > 0:
-            room -= 1
-            held[tenant] += 1
-            taken.append(request)
-        elif spare > 0:
-            spare -= 1
-            held[tenant] += 1
-            taken.append(request)
-        else:
-            deferred.append(request)
-    return taken, deferred
+@dataclass
+class Admitted(Generic[T]):
+    """One pass's split: taken in, deferred to come back soon (waiting for the next place), deferred."""
+
+    taken: list[T] = field(default_factory=list)
+    soon: list[T] = field(default_factory=list)
+    later: list[T] = field(default_factory=list)
+
+
+class Admission:
+    """The lane's door: who is taken in, and the tenants waiting for a freed place (this process's)."""
+
+    def __init__(self) -> None:
+        #: tenant -> when its claim on the next freed place ends
+        self.waiting: dict[str, float] = {}
+
+    def admit(self, arriving: Sequence[T], tenant_of: Callable[[T], str], in_lane: Counter[str], room: int,
+              capacity: int, now: float) -> Admitted[T]:
+        """``arriving`` split, in arrival order.  ``in_lane``: the requests each tenant has in the lane
+        now; ``room``: the lane's free places (below 0 once the spare is in use); ``now``: seconds."""
+        self.waiting = {t: until for t, until in self.waiting.items() if until > now}
+        held = Counter(in_lane)
+        tenants = {t for t, n in held.items() if n > 0} | {tenant_of(r) for r in arriving} | set(self.waiting)
+        share = max(1, capacity // max(1, len(tenants)))
+        spare = max(0, capacity // SPARE_PART - max(0, -room))
+        room = max(0, room)
+        out: Admitted[T] = Admitted()
+        soon = Counter[str]()
+        # Another tenant waits while holding fewer places than this one exactly when this one holds more
+        # than the fewest any waiting tenant holds (the waiting hold no more while they wait).
+        fewest = min((held[t] for t in self.waiting), default=None)
+        for request in arriving:
+            tenant = tenant_of(request)
+            if held[tenant] >= share:
+                out.later.append(request)
+            elif (poorer := fewest is not None and held[tenant] > fewest) or not (room > 0 or spare > 0):
+                if poorer or soon[tenant] >= SOON_PER_TENANT:
+                    out.later.append(request)
+                else:
+                    soon[tenant] += 1
+                    self.waiting[tenant] = now + WAITING_S
+                    fewest = held[tenant] if fewest is None else min(fewest, held[tenant])
+                    out.soon.append(request)
+            else:
+                if room > 0:
+                    room -= 1
+                else:
+                    spare -= 1
+                held[tenant] += 1
+                if self.waiting.pop(tenant, None) is not None:
+                    fewest = min((held[t] for t in self.waiting), default=None)
+                out.taken.append(request)
+        return out

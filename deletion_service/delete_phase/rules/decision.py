@@ -122,12 +122,13 @@ def cross_namespace(why: str) -> Action:
     return Action(Verdict.DLQ, why, kind=Kind.CROSS_NAMESPACE)
 
 
-def offload_lane_full(policy: Policy) -> Action:
+def offload_lane_full(policy: Policy, delay_s: float = 30.0) -> Action:
     """The offload lane has no room for the request, or its tenant holds its share of the lane (its
     endpoint slow or down, or a tenant's flood: ``offload.admission``): back to RETRY untried, its
-    attempts unchanged, so neither can fill memory or spend the retry budget."""
+    attempts unchanged, so neither can fill memory or spend the retry budget.  ``delay_s``: shorter
+    for a tenant admission keeps the next freed place for."""
     return Action(Verdict.RECONSUME, "the offload lane is full, or its tenant holds its share of it",
-                  delay_s=min(30.0, policy.max_delay_s), kind=Kind.LANE_FULL, counts=False)
+                  delay_s=min(delay_s, policy.max_delay_s), kind=Kind.LANE_FULL, counts=False)
 
 
 def could_not_reconsume(action: Action, error: str) -> Action:

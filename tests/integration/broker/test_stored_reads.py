@@ -131,6 +131,33 @@ def test_messages_someone_acked_under_a_slot_are_still_read(pulsar_broker: Pulsa
         client.close()
 
 
+def test_a_slot_someone_acked_in_is_dropped_so_the_next_read_under_it_is_whole_again(
+        pulsar_broker: PulsarLiteBroker) -> None:
+    """What was acked under a slot never comes back to it: kept, it would send every later read to
+    Readers after a wait.  The read that finds it not whole drops it, and the name then reads every
+    entry again."""
+    topic = _topic()
+    client = PulsarBrokerClient(pulsar_broker.service_url, long_lived=False, operation_timeout_s=5)
+    other = pulsar.Client(pulsar_broker.service_url, operation_timeout_seconds=5)
+    try:
+        sent = _stored(client, topic, 5)
+        spoiler = other.subscribe(topic, slot_name(0), consumer_type=pulsar.ConsumerType.Exclusive,
+                                  initial_position=pulsar.InitialPosition.Earliest)
+        spoiler.acknowledge([spoiler.receive(5000) for _ in sent][-1])
+        spoiler.close()
+        assert [m.message_id for m in client.read_all(topic)] == sent  # read by a Reader: whole
+        client.close()
+        again = other.subscribe(topic, slot_name(0), consumer_type=pulsar.ConsumerType.Exclusive,
+                                initial_position=pulsar.InitialPosition.Earliest)
+        try:
+            assert [again.receive(5000).data() for _ in sent] == [f"m{n}".encode() for n in range(5)]
+        finally:
+            again.close()
+    finally:
+        other.close()
+        client.close()
+
+
 def test_a_held_slot_costs_the_reads_beside_it_nothing(pulsar_broker: PulsarLiteBroker) -> None:
     """A client holds every slot of four topics while one process reads those and three more, 16 at once
     (as an unscoped ``dlq list`` does).  pulsar-lite refuses the held subscribes by closing the
