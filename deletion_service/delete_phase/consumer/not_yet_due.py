@@ -79,7 +79,8 @@ class NotYetDue:
     def groups(self) -> list[HeldGroup]:
         """The held requests by why they wait (the reason their RETRY copy carries), soonest due first."""
         found: dict[HoldReason, list[HeldLabel]] = {}
-        for label in itertools.chain((lb for _, lb in self._held.values()), self.aside.labels()):
+        in_memory = list(self._held.values())  # at once: the worker's thread changes it while status reads
+        for label in itertools.chain((lb for _, lb in in_memory), self.aside.labels()):
             found.setdefault(label.reason, []).append(label)
         out = []
         for reason, labels in found.items():
@@ -96,7 +97,7 @@ class NotYetDue:
 
     def overdue(self, before_ms: int) -> int:
         """How many fell due before ``before_ms`` and are still here (the worker takes due ones first)."""
-        return sum(1 for _, lb in self._held.values() if lb.due_ms < before_ms) \
+        return sum(1 for _, lb in list(self._held.values()) if lb.due_ms < before_ms) \
             + sum(1 for lb in self.aside.labels() if lb.due_ms < before_ms)
 
     def set_aside(self, d: MessageInHand) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from deletion_service.protocol.fate import HoldReason
@@ -48,8 +47,10 @@ class SetAside:
     def __contains__(self, key: Key) -> bool:
         return key in self._labels
 
-    def labels(self) -> Iterator[HeldLabel]:
-        return iter(self._labels.values())
+    def labels(self) -> list[HeldLabel]:
+        """A copy, taken at once: ``status`` reads it on the admin API's thread while the worker's changes it
+        (``list`` of a dict's values runs without a Python step between, so no change can land midway)."""
+        return list(self._labels.values())
 
     def add(self, key: Key, label: HeldLabel) -> None:
         self.returned(key)

@@ -11,7 +11,10 @@ inside the lane (:mod:`.turns`) cannot help what never gets in.  So admission is
   requests in the lane stay, and leave as they are decided).  A tenant alone may fill the lane.
 * **Spare room for those under their share.**  A tenant under its share is taken in even when the
   lane is full, out of a spare of ``capacity // 10`` places, so that it waits for no request of the
-  tenant filling the lane to be decided first.  The lane so holds at most 110% of ``capacity``.
+  tenant filling the lane to be decided first.  The lane so holds at most 110% of ``capacity``.  A
+  tenant takes spare places only while it holds fewer than its part of the spare (the spare divided by
+  the tenants): twenty tenants under their share, each holding a hundred places, took every spare place
+  as it freed, and another tenant holding none found none.
 * **Freed places go to the tenant holding fewest.**  Share and spare alone were first come, first
   served among tenants under their share: colluding tenants sending every second took each freed
   place back before a deferred tenant's request returned (30 s later), and another tenant's copies
@@ -41,7 +44,7 @@ SPARE_PART = 10
 #: How soon a request deferred for want of any place comes back (its tenant waits for the next one).
 SOON_S = 2.0
 #: How long a deferred tenant's claim on the next freed place lasts, unless its request comes back.
-WAITING_S = 10.0
+WAITING_S = 60.0
 #: Deferred requests of one tenant a pass that come back soon; the rest come back at the usual delay,
 #: so a tenant with thousands deferred does not circle them through RETRY every few seconds.
 SOON_PER_TENANT = 32
@@ -72,6 +75,7 @@ class Admission:
         tenants = {t for t, n in held.items() if n > 0} | {tenant_of(r) for r in arriving} | set(self.waiting)
         share = max(1, capacity // max(1, len(tenants)))
         spare = max(0, capacity // SPARE_PART - max(0, -room))
+        spare_each = max(1, capacity // SPARE_PART // max(1, len(tenants)))
         room = max(0, room)
         out: Admitted[T] = Admitted()
         soon = Counter[str]()
@@ -82,7 +86,8 @@ class Admission:
             tenant = tenant_of(request)
             if held[tenant] >= share:
                 out.later.append(request)
-            elif (poorer := fewest is not None and held[tenant] > fewest) or not (room > 0 or spare > 0):
+            elif (poorer := fewest is not None and held[tenant] > fewest) \
+                    or not (room > 0 or (spare > 0 and held[tenant] < spare_each)):
                 if poorer or soon[tenant] >= SOON_PER_TENANT:
                     out.later.append(request)
                 else:

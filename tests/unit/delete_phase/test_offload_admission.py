@@ -71,10 +71,19 @@ def test_a_place_freed_while_a_tenant_waits_is_kept_for_it_not_for_tenants_sendi
 def test_a_kept_place_is_given_up_when_its_tenant_does_not_return() -> None:
     door, full = Admission(), Counter({"a": 100})
     door.admit(["v:1"], _tenant, full + Counter({"b": 10}), room=-10, capacity=100, now=0.0)
-    later = admit(["b:2"], full + Counter({"b": 9}), room=-9, capacity=100, door=door, now=WAITING_S + 0.1)
-    assert later.taken == ["b:2"]
+    freed = full + Counter({"b": 8, "c": 1})  # c holds one place, v none: the freed one is kept for v
+    assert admit(["c:2"], freed, room=-9, capacity=100, door=door, now=1.0).taken == []
+    assert admit(["c:2"], freed, room=-9, capacity=100, door=door, now=WAITING_S + 0.1).taken == ["c:2"]
 
 
 def test_only_some_of_a_tenants_deferred_requests_come_back_soon() -> None:
     out = admit([f"v:{n}" for n in range(100)], Counter({"a": 100, "b": 10}), room=-10, capacity=100)
     assert len(out.soon) == SOON_PER_TENANT and len(out.later) == 100 - SOON_PER_TENANT
+
+
+def test_a_tenant_takes_spare_places_only_up_to_its_part_of_the_spare() -> None:
+    """Tenants under their share but holding many places (a hundred each) take no spare place; one
+    holding none does."""
+    in_lane = Counter({f"c{k}": 100 for k in range(20)})
+    out = admit([f"c{k}:x" for k in range(20)] + ["v:1"], in_lane, room=0, capacity=2000)
+    assert out.taken == ["v:1"] and len(out.later) + len(out.soon) == 20
