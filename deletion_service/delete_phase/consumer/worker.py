@@ -32,7 +32,7 @@ from deletion_service.delete_phase.consumer.ack_tally import AckTally
 from deletion_service.delete_phase.consumer.disposer import Disposer, Hooks, Settled
 from deletion_service.delete_phase.consumer.intake import Intake, Limits
 from deletion_service.delete_phase.consumer.settled_recently import SettledRecently
-from deletion_service.delete_phase.offload.admission import SOON_S, Admission
+from deletion_service.delete_phase.offload.admission import SOON_S
 from deletion_service.delete_phase.offload.lane import OffloadLane
 from deletion_service.delete_phase.pipeline import DeletePipeline
 from deletion_service.delete_phase.process.lane import DeleteProcessLane
@@ -44,7 +44,6 @@ from deletion_service.delete_phase.storage.breaker import Breakers
 from deletion_service.failpoints import failpoint
 from deletion_service.metrics import DeletionMetrics
 from deletion_service.protocol.request import InvalidRequest, LedgerType, decode
-from deletion_service.protocol.topics import tenant_of_topic
 
 _log = logging.getLogger(__name__)
 
@@ -75,7 +74,6 @@ class DeletePhaseWorker:
         self.hooks = hooks or Hooks()
         self.breakers = breakers or Breakers()
         self.offload_lane = offload_lane
-        self._admission = Admission()
         #: BookKeeper requests decided by the delete process (``delete_phase.process.lane``); None: here, inline
         self.bookkeeper_lane = bookkeeper_lane
         self.ack_tally = AckTally()  # what we acked lately: explains a stale backlog reading (--exit-when-idle)
@@ -224,25 +222,22 @@ class DeletePhaseWorker:
         return False
 
     def _to_offload_lane(self, undecided: list[MessageInHand]) -> tuple[list[MessageInHand], list[MessageInHand]]:
-        """Offload requests go to their own lane (``offload.lane``), so S3 never holds up a BookKeeper deletion;
-        those it does not take in (``offload.admission``) are decided here (``decision.offload_lane_full``).
-        Returns what the pipeline decides now, and what went to the lane."""
+        """Offload requests go to their own lane, so S3 never holds up a BookKeeper deletion; those it does not
+        take in are deferred (``offload.admission``).  Returns what the pipeline decides now, what went to the lane."""
         lane = self.offload_lane
         offloads = [d for d in undecided if d.admitted.ledger_type == LedgerType.OFFLOAD_LEDGER] \
             if lane is not None else []
         if lane is None or not offloads:
             return undecided, []
-        door = self._admission.admit(offloads, lambda d: tenant_of_topic(d.message.topic), lane.by_tenant(),
-                                     lane.room(), lane.capacity, time.monotonic())
-        taken = door.taken
-        for d in taken:
+        door = lane.admit(offloads, time.monotonic())
+        for d in door.taken:
             d.advance(Event.SEND_TO_LANE)
-        lane.submit(taken)
+        lane.submit(door.taken)
         for d in door.soon:
             d.decide(decision.offload_lane_full(self.policy, SOON_S))
         for d in door.later:
             d.decide(decision.offload_lane_full(self.policy))
-        return [d for d in undecided if d.stage == Stage.RECEIVED], taken
+        return [d for d in undecided if d.stage == Stage.RECEIVED], door.taken
 
     def settle_lanes(self, wait_s: float) -> None:
         """A graceful stop, once this worker's loop has ended: the batch the delete process holds and the

@@ -48,9 +48,10 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from deletion_service.delete_phase.consumer.copies import attempts, grace_since
+from deletion_service.delete_phase.offload.admission import Admission, Admitted
 from deletion_service.delete_phase.offload.turns import Turns
 from deletion_service.delete_phase.pipeline import DeletePipeline
 from deletion_service.delete_phase.rules.decision import Action, Policy
@@ -91,6 +92,7 @@ class OffloadLane:
         self._disposing = 0  # decided requests the worker took and has not yet said it disposed of
         #: topic -> requests in the lane from it (submitted, not yet handed back by :meth:`finished`)
         self._topics: Counter[str] = Counter()
+        self._door = Admission()  # who is taken in: the worker's thread alone asks
         #: whether deletes may go on (the worker's: not while the audit trail refuses records)
         self.may_delete: Callable[[], bool] = lambda: True
         self._working = 0
@@ -121,6 +123,12 @@ class OffloadLane:
         with self._cond:
             busy = len(self._inbox) + len(self._probation) + self._working + len(self._outbox)
         return self.capacity - busy
+
+    def admit(self, arriving: Sequence[MessageInHand], now: float) -> Admitted[MessageInHand]:
+        """Which of ``arriving`` the lane would take in, tenant by tenant (:mod:`.admission`); the caller
+        submits the taken and defers the rest.  ``now``: a monotonic clock's seconds."""
+        return self._door.admit(arriving, lambda d: tenant_of_topic(d.message.topic), self.by_tenant(), self.room(),
+                                self.capacity, now)
 
     def by_tenant(self) -> Counter[str]:
         """How many requests each tenant has in the lane (queued, under way, held or decided, not yet taken back)."""
