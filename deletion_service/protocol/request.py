@@ -27,6 +27,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from deletion_service.protocol.claimed_words import is_name
 from metastore.formats import FormatError, is_utf8_text, parse_topic, schema_id
 
 
@@ -324,8 +325,8 @@ def _parse_unguarded(model: type[DeleteLedgerPayload], data: bytes | str | dict[
 
 def _summarise(error: ValidationError) -> str:
     parts = []
-    for err in error.errors()[:5]:
-        where = ".".join(str(p) for p in err["loc"]) or "payload"
+    for err in error.errors()[:5]:  # a key that is no name is quoted, so our words can tell it apart (claimed_words)
+        where = ".".join(str(p) if is_name(str(p)) else repr(p) for p in err["loc"]) or "payload"
         parts.append(f"{where}: {err['msg']}")
     more = f" (+{error.error_count() - 5} more)" if error.error_count() > 5 else ""
     return "; ".join(parts) + more
