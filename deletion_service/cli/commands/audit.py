@@ -194,7 +194,7 @@ def _table(found: reader.Selection) -> Table:
     for rec in found.records:
         at = datetime.fromtimestamp(rec["at"] / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S") \
             if isinstance(rec["at"], int) else "?"
-        table.add_row(str(rec["seq"]), at, str(rec["outcome"]), _request(rec["request"]), str(rec["reason"])[:120],
+        table.add_row(str(rec["seq"]), at, str(rec["outcome"]), _request(rec["request"]), str(rec["reason"]),
                       _evidence(rec["evidence"]))
     return table
 

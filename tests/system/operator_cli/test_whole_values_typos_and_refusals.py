@@ -9,6 +9,7 @@ broker with the ``parked`` fixture of ``tests/support/parked_requests.py``.
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import json
 import os
@@ -107,12 +108,15 @@ def test_audit_piped_can_be_grepped_for_a_topic(tmp_path: Path) -> None:
     writer = AuditWriter(trail.audit_dir(tmp_path), 64 * 1024 * 1024)
     for ledger, topic in enumerate(TOPICS, start=1):
         assert writer.write(audit_entry(ledger, topic)) is not None
+    long_reason = "dlq purge by ops@host: message 5:0 left the DLQ (parked for invalid-request: " + "x" * 150 + ") END"
+    assert writer.write(dataclasses.replace(audit_entry(99), reason=long_reason)) is not None
     writer.close()
     r = run_cli("audit", "--data-dir", str(tmp_path), env={"COLUMNS": "80"})
     assert r.returncode == 0, r.stderr
     assert "…" not in r.stdout
     assert sum(TOPICS[3] in line for line in r.stdout.splitlines()) == 1
     assert len([line for line in r.stdout.splitlines() if "orders-partition-" in line]) == len(TOPICS)
+    assert sum(long_reason in line for line in r.stdout.splitlines()) == 1  # a reason is never cut either
 
 
 def test_dlq_list_shows_whole_topics_and_times_piped_and_on_a_terminal(parked: Parked) -> None:  # noqa: F811
