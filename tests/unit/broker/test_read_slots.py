@@ -3,7 +3,14 @@ one slot at once; with no group, or once a topic's slot was found held elsewhere
 
 from __future__ import annotations
 
-from deletion_service.broker.read_slots import PER_PROCESS, SLOTS, ReadSlots, slot_name
+from deletion_service.broker.read_slots import (
+    PER_PROCESS,
+    SLOTS,
+    SPOILED_LIMIT,
+    SPOILED_PAUSE_S,
+    ReadSlots,
+    slot_name,
+)
 
 
 def test_reads_of_one_topic_at_once_hold_different_slots_of_the_process_group() -> None:
@@ -45,3 +52,18 @@ def test_a_topic_whose_slot_is_held_elsewhere_is_read_with_readers_from_then_on(
 
 def test_slot_names_are_the_subscriptions_the_broker_shows() -> None:
     assert [slot_name(n) for n in (0, SLOTS - 1)] == ["ledger-deletion-read-0", f"ledger-deletion-read-{SLOTS - 1}"]
+
+
+def test_slots_spoiled_again_and_again_are_left_for_readers_for_a_while() -> None:
+    """Someone acking under the slot names as fast as reads drop them would make every read wait and fall
+    back: after a few such reads, the process reads with Readers alone for a while, then tries again."""
+    now = [0.0]
+    slots = ReadSlots(lambda: 0, clock=lambda: now[0])
+    for _ in range(SPOILED_LIMIT - 1):
+        slots.spoiled()
+    assert slots.take("dlq-a") == 0
+    slots.give_back("dlq-a", 0)
+    slots.spoiled()
+    assert slots.take("dlq-a") is None and slots.take("dlq-b") is None
+    now[0] = SPOILED_PAUSE_S + 0.1
+    assert slots.take("dlq-a") == 0
