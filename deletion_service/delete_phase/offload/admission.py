@@ -9,20 +9,21 @@ inside the lane (:mod:`.turns`) cannot help what never gets in.  So admission is
 * **A fair share.**  Each tenant with requests in the lane or arriving may hold ``capacity`` divided
   by the number of such tenants; a tenant at or above its share has what arrives deferred (its
   requests in the lane stay, and leave as they are decided).  A tenant alone may fill the lane.
-* **Spare room for those under their share.**  A tenant under its share is taken in even when the
-  lane is full, out of a spare of ``capacity // 10`` places, so that it waits for no request of the
-  tenant filling the lane to be decided first.  The lane so holds at most 110% of ``capacity``.  A
-  tenant takes spare places only while it holds fewer than its part of the spare (the spare divided by
-  the tenants): twenty tenants under their share, each holding a hundred places, took every spare place
-  as it freed, and another tenant holding none found none.
-* **Freed places go to the tenant holding fewest.**  Share and spare alone were first come, first
-  served among tenants under their share: colluding tenants sending every second took each freed
-  place back before a deferred tenant's request returned (30 s later), and another tenant's copies
-  waited 75 s to over 300 s (1.1 s alone).  So a tenant deferred with no place left for it is
+* **Spare room for those holding little.**  A tenant under its share is taken in even when the lane
+  is full, out of a spare of ``capacity // 10`` places, while the requests it has in the lane cost
+  less than one dear request (``dear`` parts: storage calls), so that it waits for no request of
+  the tenants filling the lane to be decided first.  The lane so holds at most 110% of
+  ``capacity``.  Counted in places, twenty tenants each holding a hundred dear requests took every
+  spare place as it freed, and a tenant holding none found none.
+* **Freed places go to the tenant holding least.**  Share and spare alone were first come, first
+  served: colluding tenants sending every second took each freed place back before a deferred
+  tenant's request returned (30 s later), and another tenant's copies waited 75 s to over 300 s (1.1 s
+  alone).  So the tenant deferred for want of any place that holds the fewest parts in the lane is
   remembered as *waiting* for :data:`WAITING_S`, and while it waits, a place goes to no tenant holding
-  more places than it does; its deferred requests (up to :data:`SOON_PER_TENANT` a pass) come back after
-  :data:`SOON_S`, not 30 s, to take them.  A place may so stay free a few seconds; never longer than
-  the waiting tenant's reservation.
+  more parts than it does; its deferred requests (up to :data:`SOON_PER_TENANT` a pass) come back after
+  :data:`SOON_S`, not 30 s, to take them; other tenants' come back at the usual delay, so deferrals do
+  not circle faster the more tenants send.  Parts, not places: a tenant's few genuine copies (a part
+  or two each) must not queue behind tenants whose every request names 65 made-up parts.
 
 A request's tenant is that of the topic it came on: in namespace scope its namespace's request or
 RETRY topic, which that namespace's tenant alone writes (a request naming another namespace never gets
@@ -66,42 +67,44 @@ class Admission:
         #: tenant -> when its claim on the next freed place ends
         self.waiting: dict[str, float] = {}
 
-    def admit(self, arriving: Sequence[T], tenant_of: Callable[[T], str], in_lane: Counter[str], room: int,
-              capacity: int, now: float) -> Admitted[T]:
-        """``arriving`` split, in arrival order.  ``in_lane``: the requests each tenant has in the lane
-        now; ``room``: the lane's free places (below 0 once the spare is in use); ``now``: seconds."""
+    def admit(self, arriving: Sequence[T], tenant_of: Callable[[T], str], cost_of: Callable[[T], int],
+              in_lane: Counter[str], parts_in_lane: Counter[str], room: int, capacity: int, dear: int,
+              now: float) -> Admitted[T]:
+        """``arriving`` split, in arrival order.  ``in_lane``/``parts_in_lane``: the requests each tenant
+        has in the lane now, and what they cost in parts; ``room``: the lane's free places (below 0 once
+        the spare is in use); ``dear``: the parts of the dearest request; ``now``: seconds."""
         self.waiting = {t: until for t, until in self.waiting.items() if until > now}
-        held = Counter(in_lane)
+        held, parts = Counter(in_lane), Counter(parts_in_lane)
         tenants = {t for t, n in held.items() if n > 0} | {tenant_of(r) for r in arriving} | set(self.waiting)
         share = max(1, capacity // max(1, len(tenants)))
         spare = max(0, capacity // SPARE_PART - max(0, -room))
-        spare_each = max(1, capacity // SPARE_PART // max(1, len(tenants)))
         room = max(0, room)
         out: Admitted[T] = Admitted()
         soon = Counter[str]()
-        # Another tenant waits while holding fewer places than this one exactly when this one holds more
-        # than the fewest any waiting tenant holds (the waiting hold no more while they wait).
-        fewest = min((held[t] for t in self.waiting), default=None)
+        # Another tenant waits while holding fewer parts than this one exactly when this one holds more than
+        # the fewest any waiting tenant holds (the waiting take nothing while they wait).
+        fewest = min((parts[t] for t in self.waiting), default=None)
         for request in arriving:
             tenant = tenant_of(request)
             if held[tenant] >= share:
                 out.later.append(request)
-            elif (poorer := fewest is not None and held[tenant] > fewest) \
-                    or not (room > 0 or (spare > 0 and held[tenant] < spare_each)):
-                if poorer or soon[tenant] >= SOON_PER_TENANT:
-                    out.later.append(request)
-                else:
-                    soon[tenant] += 1
-                    self.waiting[tenant] = now + WAITING_S
-                    fewest = held[tenant] if fewest is None else min(fewest, held[tenant])
-                    out.soon.append(request)
-            else:
+            elif fewest is not None and parts[tenant] > fewest:
+                out.later.append(request)  # a freed place is kept for the waiting tenant holding least
+            elif room > 0 or (spare > 0 and parts[tenant] < dear):
                 if room > 0:
                     room -= 1
                 else:
                     spare -= 1
                 held[tenant] += 1
+                parts[tenant] += cost_of(request)
                 if self.waiting.pop(tenant, None) is not None:
-                    fewest = min((held[t] for t in self.waiting), default=None)
+                    fewest = min((parts[t] for t in self.waiting), default=None)
                 out.taken.append(request)
+            elif soon[tenant] < SOON_PER_TENANT:
+                soon[tenant] += 1
+                self.waiting[tenant] = now + WAITING_S
+                fewest = parts[tenant] if fewest is None else min(fewest, parts[tenant])
+                out.soon.append(request)
+            else:
+                out.later.append(request)
         return out

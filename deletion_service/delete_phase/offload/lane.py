@@ -65,10 +65,13 @@ _log = logging.getLogger(__name__)
 
 #: How long requests of a target that stopped answering are held (uncounted) before they are parked.
 HOLD_S = 300.0
-#: What one tenant's turn is worth, in parts (storage calls): the dearest request a turn must serve.
-QUANTUM = MAX_PARTS_CHECKED
+#: What one tenant's turn is worth, in parts (storage calls).  Less than the dearest request, which so
+#: waits several turns: a round of turns is then a few parts per tenant, not 65, and a tenant's few
+#: cheap copies wait for one round of that, not for a dear request of every other tenant (60 tenants
+#: sending 65-part requests held another's 10 genuine copies 68 s with a turn of 65 parts).
+QUANTUM = 8
 #: What one batch may cost, in parts: a hundred single-part requests fit, two of the dearest do.
-BATCH_PARTS = 2 * QUANTUM
+BATCH_PARTS = 2 * MAX_PARTS_CHECKED
 
 
 def _turns() -> Turns[MessageInHand]:
@@ -92,6 +95,8 @@ class OffloadLane:
         self._disposing = 0  # decided requests the worker took and has not yet said it disposed of
         #: topic -> requests in the lane from it (submitted, not yet handed back by :meth:`finished`)
         self._topics: Counter[str] = Counter()
+        #: topic -> the parts (storage calls, ``offload_cost``) its requests in the lane cost
+        self._parts: Counter[str] = Counter()
         self._door = Admission()  # who is taken in: the worker's thread alone asks
         #: whether deletes may go on (the worker's: not while the audit trail refuses records)
         self.may_delete: Callable[[], bool] = lambda: True
@@ -127,8 +132,13 @@ class OffloadLane:
     def admit(self, arriving: Sequence[MessageInHand], now: float) -> Admitted[MessageInHand]:
         """Which of ``arriving`` the lane would take in, tenant by tenant (:mod:`.admission`); the caller
         submits the taken and defers the rest.  ``now``: a monotonic clock's seconds."""
-        return self._door.admit(arriving, lambda d: tenant_of_topic(d.message.topic), self.by_tenant(), self.room(),
-                                self.capacity, now)
+        with self._cond:
+            parts: Counter[str] = Counter()
+            for topic, n in self._parts.items():
+                parts[tenant_of_topic(topic)] += n
+        return self._door.admit(arriving, lambda d: tenant_of_topic(d.message.topic),
+                                lambda d: storage_cost(d.admitted), self.by_tenant(), parts, self.room(),
+                                self.capacity, MAX_PARTS_CHECKED, now)
 
     def by_tenant(self) -> Counter[str]:
         """How many requests each tenant has in the lane (queued, under way, held or decided, not yet taken back)."""
@@ -149,6 +159,7 @@ class OffloadLane:
             for p in items:
                 self._queue_for(p).append(p)
                 self._topics[p.message.topic] += 1
+                self._parts[p.message.topic] += storage_cost(p.admitted)
             self._cond.notify_all()
 
     def finished(self) -> list[MessageInHand]:
@@ -159,8 +170,10 @@ class OffloadLane:
             self._disposing += len(out)
             for p in out:
                 self._topics[p.message.topic] -= 1
+                self._parts[p.message.topic] -= storage_cost(p.admitted)
                 if self._topics[p.message.topic] <= 0:
                     del self._topics[p.message.topic]
+                    self._parts.pop(p.message.topic, None)
             return out
 
     def disposed(self, count: int) -> None:

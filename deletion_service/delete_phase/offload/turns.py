@@ -15,16 +15,18 @@ would wait minutes behind another's few hundred made-up segments.  So the lane's
 * **What a turn is worth.**  A request costs its parts (``storage/offload_cost.py``: one storage
   call per absent part, at most :data:`~.offload_cost.MAX_PARTS_CHECKED`), and a turn is worth
   ``quantum`` parts (deficit round robin): a tenant sending cheap requests has many served in its
-  turn, one sending expensive ones one or two, and what a turn leaves unspent is carried to the
-  tenant's next turn while it has requests queued (then forgotten).  With ``quantum`` at least the
-  dearest request, every turn serves at least one request.
+  turn, one sending expensive ones one every few turns (what a turn leaves unspent is carried to the
+  tenant's next turn while it has requests queued, then forgotten).  A request dearer than a turn
+  waits until its tenant's carry pays for it, so a round of turns costs about ``quantum`` parts a
+  tenant, whatever the others' requests cost.
 * **What a batch is worth.**  A batch (:meth:`Turns.take`) holds at most ``budget`` parts (and
   always one request), so a batch in progress holds at most ``budget`` parts of one tenant's
   expensive requests, not a hundred of them; a batch that fills mid-turn leaves the turn to go on
   in the next batch.
 
-So a namespace's request waits for at most the batch in progress and one turn of each other tenant
-with requests queued, whatever their queues hold.  Nothing here decides a request: the lane takes
+So a namespace's request waits for at most the batch in progress and about one round of ``quantum``
+parts a tenant (with a little more for each tenant whose carry then pays for a dear request),
+whatever their queues hold.  Nothing here decides a request: the lane takes
 what it is given, in this order, and every guarantee of the lane (ownership, pause, claims) is the
 lane's.
 """
@@ -99,7 +101,7 @@ class Turns(Generic[T]):
             name, tenant = next(iter(self._tenants.items()))
             if not tenant.in_turn:
                 tenant.in_turn, tenant.deficit = True, tenant.deficit + self.quantum
-            cost = min(max(1, self._cost(tenant.head())), self.quantum)
+            cost = max(1, self._cost(tenant.head()))
             if cost > tenant.deficit:  # its turn is spent: the next tenant's
                 tenant.in_turn = False
                 self._tenants.move_to_end(name)

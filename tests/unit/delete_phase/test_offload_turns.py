@@ -74,6 +74,18 @@ def test_what_a_turn_leaves_is_carried_while_the_tenant_has_requests_then_forgot
     assert rest.count("t0/ns") == 30 and len(turns) == 0
 
 
+def test_a_tenants_cheap_requests_wait_one_round_of_small_turns_not_a_dear_request_of_every_tenant() -> None:
+    """Sixty tenants queue requests of 65 parts, one queues three of one part: with turns of 8 parts its
+    three come before any of the sixty's dear requests is served (each needs 9 turns of carry)."""
+    turns = _turns(quantum=8)
+    for n in range(60):
+        _fill(turns, f"t{n}/ns", MAX_PARTS_CHECKED, 3)
+    _fill(turns, "victim/ns", 1, 3)
+    order = [i[0] for i in turns.take(10_000, 10**9)]
+    assert order[:3] == ["victim/ns"] * 3
+    assert len(order) == 183 and sorted(set(order)) == sorted({f"t{n}/ns" for n in range(60)} | {"victim/ns"})
+
+
 def test_requests_put_back_are_taken_first_in_their_order() -> None:
     turns = _turns()
     _fill(turns, "t0/ns", 1, 5)
