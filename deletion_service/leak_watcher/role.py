@@ -161,9 +161,11 @@ class WatcherRole:
         failpoint("watch.before-send")
         return self._send(requests)
 
-    def _step_down(self, why: str) -> None:
+    def _step_down(self, why: str, expected: bool = False) -> None:
+        """Stop watching; said as a warning unless ``expected`` (a clean stop is no problem: log-based
+        alerting must not see one at every rollout)."""
         if self.watcher is not None:
-            _log.warning("leak watcher: no longer watching (%s)", why)
+            _log.log(logging.INFO if expected else logging.WARNING, "leak watcher: no longer watching (%s)", why)
         self.watcher = None
         self.last_pass_at = None
         self.gauges.leader.set(0)
@@ -213,4 +215,4 @@ class WatcherRole:
         else:
             _log.warning("leak watcher: a pass is still under way at stop; the state kept after the last one stands")
         self.leadership.close()
-        self._step_down("the daemon stops")
+        self._step_down("the daemon stops", expected=True)

@@ -193,7 +193,8 @@ def test_a_request_the_broker_does_not_take_is_sent_again_next_pass(tmp_path: Pa
         assert _sent(broker) == [1]
 
 
-def test_a_leak_the_broker_deleted_in_time_gets_no_request_and_the_gauges_say_who_watches(tmp_path: Path) -> None:
+def test_a_leak_the_broker_deleted_in_time_gets_no_request_and_the_gauges_say_who_watches(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     clock, broker, metrics = Clock(), Broker(), DeletionMetrics(CollectorRegistry())
     with open_store(f"sqlite:///{tmp_path / 'm.db'}") as store:
         w = _seed(store, [1, 2, 3])
@@ -220,9 +221,12 @@ def test_a_leak_the_broker_deleted_in_time_gets_no_request_and_the_gauges_say_wh
         assert metrics.value("pulsar_ledger_deletion_leak_watcher_lag_seconds") == 7
         status = role.status()
         assert (status.watching, status.holder, status.waiting) == (True, "a", 0)
-        role.stop()
+        with caplog.at_level(logging.INFO, logger="deletion_service.leak_watcher"):
+            role.stop()
         assert metrics.value("pulsar_ledger_deletion_leak_watcher_leader") == 0
         assert not role.status().watching
+        [said] = [r for r in caplog.records if "no longer watching" in r.getMessage()]
+        assert said.levelno == logging.INFO, "a clean stop is no warning: log-based alerting sees each one"
 
 
 def test_a_stop_during_a_pass_keeps_the_last_passes_state_not_one_without_the_leaks_being_sent(
