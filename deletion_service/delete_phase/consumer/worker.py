@@ -235,8 +235,8 @@ class DeletePhaseWorker:
         lane.submit(door.taken)
         for d in door.soon:
             d.decide(decision.offload_lane_full(self.policy, SOON_S))
-        for d in door.later:
-            d.decide(decision.offload_lane_full(self.policy))
+        for d, delay_s in zip(door.later, door.later_s, strict=True):
+            d.decide(decision.offload_lane_full(self.policy, delay_s))
         return [d for d in undecided if d.stage == Stage.RECEIVED], door.taken
 
     def settle_lanes(self, wait_s: float) -> None:

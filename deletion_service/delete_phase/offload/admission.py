@@ -21,7 +21,8 @@ inside the lane (:mod:`.turns`) cannot help what never gets in.  So admission is
   alone).  So the tenant deferred for want of any place that holds the fewest parts in the lane is
   remembered as *waiting* for :data:`WAITING_S`, and while it waits, a place goes to no tenant holding
   more parts than it does; its deferred requests (up to :data:`SOON_PER_TENANT` a pass) come back after
-  :data:`SOON_S`, not 30 s, to take them; other tenants' come back at the usual delay, so deferrals do
+  :data:`SOON_S`, not 30 s, to take them; other tenants' come back at the usual delay, longer in
+  proportion as a tenant's recent deferrals outnumber its share (:data:`LATER_S`), so deferrals do
   not circle faster the more tenants send.  Parts, not places: a tenant's few genuine copies (a part
   or two each) must not queue behind tenants whose every request names 65 made-up parts.
 
@@ -49,6 +50,14 @@ WAITING_S = 60.0
 #: Deferred requests of one tenant a pass that come back soon; the rest come back at the usual delay,
 #: so a tenant with thousands deferred does not circle them through RETRY every few seconds.
 SOON_PER_TENANT = 32
+#: How soon any other deferred request comes back, at the least and at the most.  A tenant whose
+#: deferrals within the last :data:`WINDOW_S` outnumber its share waits longer in proportion, so what
+#: circles through RETRY is about a share a tenant every 30 s, however much the tenants send: a hundred
+#: tenants each sending a request a second had 47,000 deferrals circle in two minutes, and the daemon
+#: deferring them was what the other tenants' requests waited for.
+LATER_S = 30.0
+MAX_LATER_S = 600.0
+WINDOW_S = 30.0
 
 
 @dataclass
@@ -58,6 +67,8 @@ class Admitted(Generic[T]):
     taken: list[T] = field(default_factory=list)
     soon: list[T] = field(default_factory=list)
     later: list[T] = field(default_factory=list)
+    #: how soon each of ``later`` comes back (seconds), in its order
+    later_s: list[float] = field(default_factory=list)
 
 
 class Admission:
@@ -66,6 +77,10 @@ class Admission:
     def __init__(self) -> None:
         #: tenant -> when its claim on the next freed place ends
         self.waiting: dict[str, float] = {}
+        #: deferrals "later" by tenant: this window's and the one before (their sum: the recent ones)
+        self._deferred: Counter[str] = Counter()
+        self._before: Counter[str] = Counter()
+        self._window_began: float | None = None
 
     def admit(self, arriving: Sequence[T], tenant_of: Callable[[T], str], cost_of: Callable[[T], int],
               in_lane: Counter[str], parts_in_lane: Counter[str], room: int, capacity: int, dear: int,
@@ -74,6 +89,7 @@ class Admission:
         has in the lane now, and what they cost in parts; ``room``: the lane's free places (below 0 once
         the spare is in use); ``dear``: the parts of the dearest request; ``now``: seconds."""
         self.waiting = {t: until for t, until in self.waiting.items() if until > now}
+        self._roll(now)
         held, parts = Counter(in_lane), Counter(parts_in_lane)
         tenants = {t for t, n in held.items() if n > 0} | {tenant_of(r) for r in arriving} | set(self.waiting)
         share = max(1, capacity // max(1, len(tenants)))
@@ -87,9 +103,9 @@ class Admission:
         for request in arriving:
             tenant = tenant_of(request)
             if held[tenant] >= share:
-                out.later.append(request)
+                self._later(out, request, tenant, share)
             elif fewest is not None and parts[tenant] > fewest:
-                out.later.append(request)  # a freed place is kept for the waiting tenant holding least
+                self._later(out, request, tenant, share)  # the freed place is kept for the waiting tenant
             elif room > 0 or (spare > 0 and parts[tenant] < dear):
                 if room > 0:
                     room -= 1
@@ -106,5 +122,22 @@ class Admission:
                 fewest = parts[tenant] if fewest is None else min(fewest, parts[tenant])
                 out.soon.append(request)
             else:
-                out.later.append(request)
+                self._later(out, request, tenant, share)
         return out
+
+    def _later(self, out: Admitted[T], request: T, tenant: str, share: int) -> None:
+        """Defer ``request`` for :data:`LATER_S`, longer in proportion as its tenant's recent deferrals
+        outnumber its share (at most :data:`MAX_LATER_S`)."""
+        self._deferred[tenant] += 1
+        recent = self._deferred[tenant] + self._before[tenant]
+        out.later.append(request)
+        out.later_s.append(min(MAX_LATER_S, LATER_S * max(1.0, recent / share)))
+
+    def _roll(self, now: float) -> None:
+        """Start a new window of deferral counts when :data:`WINDOW_S` has passed."""
+        if self._window_began is None:
+            self._window_began = now
+        elif now - self._window_began >= WINDOW_S:
+            one_window = now - self._window_began < 2 * WINDOW_S
+            self._before, self._deferred = (self._deferred if one_window else Counter()), Counter()
+            self._window_began = now

@@ -8,9 +8,12 @@ from collections import Counter
 from collections.abc import Sequence
 
 from deletion_service.delete_phase.offload.admission import (
+    LATER_S,
+    MAX_LATER_S,
     SOON_PER_TENANT,
     SPARE_PART,
     WAITING_S,
+    WINDOW_S,
     Admission,
     Admitted,
 )
@@ -107,3 +110,17 @@ def test_only_the_tenant_holding_least_comes_back_soon_and_only_some_of_its_requ
     out = admit([f"v:{n}" for n in range(100)] + ["b:1"], in_lane, room=-10, capacity=100)
     assert len(out.soon) == SOON_PER_TENANT and len(out.later) == 100 - SOON_PER_TENANT + 1
     assert "b:1" in out.later
+
+
+def test_a_tenant_deferring_more_than_its_share_waits_longer_in_proportion() -> None:
+    """What circles through RETRY stays about a share a tenant every 30 s, however much it sends."""
+    door, in_lane = Admission(), Counter({"a": 50, "b": 50})  # a and b at their share of 50 each
+    first = admit([f"a:{n}" for n in range(50)], in_lane, room=0, capacity=100, door=door, now=0.0)
+    assert first.later_s == [LATER_S] * 50  # within its share of deferrals: the usual delay
+    second = admit([f"a:{n}" for n in range(50, 150)], in_lane, room=0, capacity=100, door=door, now=1.0)
+    assert second.later_s[0] == LATER_S * 51 / 50 and second.later_s[-1] == LATER_S * 3
+    flood = admit([f"a:{n}" for n in range(10_000)], in_lane, room=0, capacity=100, door=door, now=2.0)
+    assert flood.later_s[-1] == MAX_LATER_S
+    assert admit(["b:1"], in_lane, room=0, capacity=100, door=door, now=3.0).later_s == [LATER_S]  # b's own
+    later = admit(["a:x"], in_lane, room=0, capacity=100, door=door, now=2 * WINDOW_S + 4)
+    assert later.later_s == [LATER_S], "deferrals two windows old no longer count"
