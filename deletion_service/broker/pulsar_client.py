@@ -656,7 +656,7 @@ class PulsarBrokerClient(BrokerClient):
             return read.messages
         _log.info("reading %s: %d message(s) under %s are not provably all it stores; reading with Readers",
                   topic, len(read.messages), slot_name(slot))
-        self._read_slots.spoiled()
+        self._read_slots.spoiled(topic)
         return None
 
     def acknowledge(self, topic: str, subscription: str, message_ids: Sequence[str],

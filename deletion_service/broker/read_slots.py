@@ -37,10 +37,10 @@ PER_PROCESS: Final = 4
 #: Names a topic's stored reads subscribe under on pulsar-lite.
 SLOTS: Final = GROUPS * PER_PROCESS
 PREFIX: Final = "ledger-deletion-read-"
-#: Slot reads found not whole (someone acked under the name) before this process reads with Readers only
-#: for :data:`SPOILED_PAUSE_S`: a client spoiling each slot as fast as a read drops it made every read
-#: wait for its first message and then fall back (64 DLQs: 2-15 s a pass instead of 0.1-0.3 s).
-SPOILED_LIMIT: Final = 3
+#: How long a topic whose slot read was not whole (someone acked under the name) is read with Readers: a
+#: client spoiling each slot as fast as a read drops it made every read of it wait for its first message
+#: and then fall back.  Per topic: a tenant spoiling its own DLQ's slots must cost only its own reads
+#: (process-wide, it sent every topic's reads to Readers, whose subscriptions pulsar-lite keeps).
 SPOILED_PAUSE_S: Final = 60.0
 
 
@@ -55,8 +55,7 @@ class ReadSlots:
         """``claim``: the group this process reads in, claimed for its life (None: no group is free),
         asked once, when first needed (it costs round trips)."""
         self._claim, self._clock = claim, clock
-        self._spoiled = 0
-        self._paused_until = 0.0
+        self._spoiled: dict[str, float] = {}  # topic -> until when it is read with Readers
         self._claimed = False
         self._group: int | None = None
         self._held: dict[str, set[int]] = {}
@@ -69,7 +68,7 @@ class ReadSlots:
         with self._lock:
             if not self._claimed:
                 self._group, self._claimed = self._claim(), True
-            if self._group is None or topic in self._refused or self._clock() < self._paused_until:
+            if self._group is None or topic in self._refused or self._clock() < self._spoiled.get(topic, 0.0):
                 return None
             held = self._held.setdefault(topic, set())
             for slot in range(self._group * PER_PROCESS, (self._group + 1) * PER_PROCESS):
@@ -92,10 +91,10 @@ class ReadSlots:
         with self._lock:
             self._refused.add(topic)
 
-    def spoiled(self) -> None:
-        """A read under a slot was not whole (someone acked under its name, and the read dropped it): after
-        :data:`SPOILED_LIMIT` such, this process reads with Readers only for :data:`SPOILED_PAUSE_S`."""
+    def spoiled(self, topic: str) -> None:
+        """A read of ``topic`` under a slot was not whole (someone acked under its name, and the read dropped
+        it): this process reads ``topic`` with Readers for :data:`SPOILED_PAUSE_S`."""
         with self._lock:
-            self._spoiled += 1
-            if self._spoiled >= SPOILED_LIMIT:
-                self._spoiled, self._paused_until = 0, self._clock() + SPOILED_PAUSE_S
+            now = self._clock()
+            self._spoiled = {t: until for t, until in self._spoiled.items() if until > now}
+            self._spoiled[topic] = now + SPOILED_PAUSE_S

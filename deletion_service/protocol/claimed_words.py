@@ -38,13 +38,10 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 #: A value that reads as a name, shown as it is.
 _NAME = re.compile(r"[A-Za-z0-9_.\-:/=%+@~]*")
-#: Payload bytes that could belong to a value that is no name (anything but a name's characters, JSON's
-#: punctuation and digits): a payload without one needs no parsing (nearly every payload).
-_MAYBE_WORDS = re.compile(rb'[^A-Za-z0-9_.\-:/=%+@~{}\[\]",]')
 #: A quoted span as ``repr`` or JSON writes one.
 _QUOTED = re.compile(r"'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"")
 #: Past this a payload is not parsed for its strings (decoding refused it already, for its size).
@@ -87,10 +84,11 @@ def _strings(node: object) -> Iterator[str]:
 
 
 def claimed_values(payload: bytes) -> list[str]:
-    """The values of the request's fields in ``payload`` that are no name, longest first (so a value
-    inside another is replaced after it); empty for a payload that is not a JSON object (a decoding
-    error quotes none of it)."""
-    if len(payload) > _MAX_PAYLOAD or _MAYBE_WORDS.search(payload) is None:
+    """The values of the request's fields in an undecodable ``payload`` that are no name (see
+    :func:`not_names`); empty for a payload that is not a JSON object (a decoding error quotes none of
+    it).  Always parsed: a byte-level shortcut would have to tell ``,`` or ``[`` inside a value from
+    JSON's own, and missed a sentence written with commas."""
+    if len(payload) > _MAX_PAYLOAD:
         return []
     try:
         document = json.loads(payload)
@@ -98,7 +96,13 @@ def claimed_values(payload: bytes) -> list[str]:
         return []
     if not isinstance(document, dict):
         return []
-    found = {s for f in _FIELDS for s in _strings(document.get(f)) if s and not is_name(s)}
+    return not_names(s for f in _FIELDS for s in _strings(document.get(f)))
+
+
+def not_names(strings: Iterable[str]) -> list[str]:
+    """Those of ``strings`` that are no name, longest first (so a value inside another is replaced after
+    it); unsorted past :data:`MAX_VALUES` (the reason is then replaced whole)."""
+    found = {s for s in strings if s and not is_name(s)}
     return sorted(found, key=len, reverse=True) if len(found) <= MAX_VALUES else list(found)
 
 
@@ -111,10 +115,10 @@ def _unquoted(span: str) -> str:
     return value if isinstance(value, str) else span[1:-1]
 
 
-def without_claimed_words(reason: str, payload: bytes) -> str:
-    """``reason`` with every value of the request that is no name, or part of one, replaced by
-    :func:`placeholder` (see the module's docstring for where)."""
-    values = claimed_values(payload)
+def without_claimed_words(reason: str, values: list[str]) -> str:
+    """``reason`` with every one of ``values``, or part of one, replaced by :func:`placeholder` (see the
+    module's docstring for where).  ``values``: :func:`not_names` of a decoded request's ``strings()``,
+    or :func:`claimed_values` of a payload that did not decode."""
     if not values:
         return reason
     if len(values) > MAX_VALUES:

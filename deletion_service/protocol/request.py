@@ -253,6 +253,17 @@ class PendingDeleteLedgerInfo(DeleteLedgerPayload):
     def to_json(self) -> bytes:
         return encode(self)
 
+    def strings(self) -> list[str]:
+        """Every value of its own a reason about it may quote (``claimed_words``): a few attribute reads."""
+        out = [s for s in (self.topic_name, self.cursor_name, self.schema_id) if s is not None]
+        context = self.offload_context
+        if context is not None:
+            out += [context.driver_name, *context.driver_metadata.keys(), *context.driver_metadata.values()]
+            for segment in context.segments:
+                metadata = segment.driver_metadata or {}
+                out += [*([segment.driver_name] if segment.driver_name else []), *metadata.keys(), *metadata.values()]
+        return out
+
     def wire(self) -> dict[str, Any]:
         """``model_dump(mode="json", by_alias=True)``: the same keys in the same order with the same
         values, built directly for a request without an offload context.  The audit trail writes one

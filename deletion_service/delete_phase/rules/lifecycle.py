@@ -52,7 +52,7 @@ from typing import assert_never
 
 from deletion_service.broker.interface import Consumer, Received
 from deletion_service.delete_phase.rules.decision import Action, Verdict
-from deletion_service.protocol.claimed_words import without_claimed_words
+from deletion_service.protocol.claimed_words import claimed_values, not_names, without_claimed_words
 from deletion_service.protocol.request import PendingDeleteLedgerInfo
 
 #: Backoff of a failed disposition: doubled per failure from the worker's base, up to this.
@@ -248,7 +248,8 @@ class MessageInHand:
     def _in_our_words(self, action: Action) -> Action:
         """The action with no words of the request's in its reason (``protocol.claimed_words``): every
         copy, record and log line of this message quotes the reason from here."""
-        reason = without_claimed_words(action.reason, self.message.data)
+        values = not_names(self.request.strings()) if self.request is not None else claimed_values(self.message.data)
+        reason = without_claimed_words(action.reason, values)
         return action if reason == action.reason else dataclasses.replace(action, reason=reason)
 
     def take_back(self) -> None:

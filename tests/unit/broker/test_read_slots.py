@@ -6,7 +6,6 @@ from __future__ import annotations
 from deletion_service.broker.read_slots import (
     PER_PROCESS,
     SLOTS,
-    SPOILED_LIMIT,
     SPOILED_PAUSE_S,
     ReadSlots,
     slot_name,
@@ -54,16 +53,14 @@ def test_slot_names_are_the_subscriptions_the_broker_shows() -> None:
     assert [slot_name(n) for n in (0, SLOTS - 1)] == ["ledger-deletion-read-0", f"ledger-deletion-read-{SLOTS - 1}"]
 
 
-def test_slots_spoiled_again_and_again_are_left_for_readers_for_a_while() -> None:
-    """Someone acking under the slot names as fast as reads drop them would make every read wait and fall
-    back: after a few such reads, the process reads with Readers alone for a while, then tries again."""
+def test_a_topic_whose_slot_was_spoiled_is_left_for_readers_for_a_while_and_no_other() -> None:
+    """Someone acking under a topic's slot names as fast as reads drop them would make every read of it
+    wait and fall back: that topic is read with Readers for a while, then tried again.  Only that topic:
+    a tenant spoiling its own DLQ's slots must not send every other topic's reads to Readers."""
     now = [0.0]
     slots = ReadSlots(lambda: 0, clock=lambda: now[0])
-    for _ in range(SPOILED_LIMIT - 1):
-        slots.spoiled()
-    assert slots.take("dlq-a") == 0
-    slots.give_back("dlq-a", 0)
-    slots.spoiled()
-    assert slots.take("dlq-a") is None and slots.take("dlq-b") is None
+    slots.spoiled("dlq-a")
+    assert slots.take("dlq-a") is None
+    assert slots.take("dlq-b") == 0
     now[0] = SPOILED_PAUSE_S + 0.1
     assert slots.take("dlq-a") == 0
