@@ -74,6 +74,14 @@ QUANTUM = 8
 BATCH_PARTS = 2 * MAX_PARTS_CHECKED
 
 
+def _per_tenant(by_topic: Counter[str]) -> Counter[str]:
+    """A per-topic count summed by the topics' tenants."""
+    out: Counter[str] = Counter()
+    for topic, n in by_topic.items():
+        out[tenant_of_topic(topic)] += n
+    return out
+
+
 def _turns() -> Turns[MessageInHand]:
     return Turns(lambda p: namespace_of_topic(p.admitted.topic_name), lambda p: storage_cost(p.admitted), QUANTUM)
 
@@ -132,21 +140,11 @@ class OffloadLane:
     def admit(self, arriving: Sequence[MessageInHand], now: float) -> Admitted[MessageInHand]:
         """Which of ``arriving`` the lane would take in, tenant by tenant (:mod:`.admission`); the caller
         submits the taken and defers the rest.  ``now``: a monotonic clock's seconds."""
-        with self._cond:
-            parts: Counter[str] = Counter()
-            for topic, n in self._parts.items():
-                parts[tenant_of_topic(topic)] += n
+        with self._cond:  # the requests each tenant has in the lane (not yet taken back), and their parts
+            held, parts = _per_tenant(self._topics), _per_tenant(self._parts)
         return self._door.admit(arriving, lambda d: tenant_of_topic(d.message.topic),
-                                lambda d: storage_cost(d.admitted), self.by_tenant(), parts, self.room(),
-                                self.capacity, MAX_PARTS_CHECKED, now)
-
-    def by_tenant(self) -> Counter[str]:
-        """How many requests each tenant has in the lane (queued, under way, held or decided, not yet taken back)."""
-        with self._cond:
-            out: Counter[str] = Counter()
-            for topic, n in self._topics.items():
-                out[tenant_of_topic(topic)] += n
-            return out
+                                lambda d: storage_cost(d.admitted), held, parts, self.room(), self.capacity,
+                                MAX_PARTS_CHECKED, now)
 
     def topics(self) -> set[str]:
         """The topics of the requests in the lane, queued, under way, held for a target or decided and not
