@@ -15,10 +15,18 @@ block of its own before its first consumer:
 
 1. a ticket: the entry id of one message it sends to :data:`TICKET_TOPIC` (the broker assigns
    entry ids one at a time, so processes starting together get consecutive tickets);
-2. its block, ``ticket % (BLOCKS - 1) + 1``: it burns ``block * BLOCK_SIZE`` ids by creating and closing
-   that many readers (a reader is a consumer on a non-durable subscription of its own, and
-   creating consumers is the only thing that advances the counter), all in flight together:
-   about 1 ms each on loopback, 0.2 s on average.
+2. its block, ``ticket % (BLOCKS - 1) + 1``: it burns ``block * BLOCK_SIZE`` ids by subscribing
+   that many consumers, all in flight together, to one Shared subscription of its own on
+   :data:`BURN_TOPIC` (creating consumers is the only thing that advances the counter), then
+   closing them and unsubscribing: about 0.2 ms each on loopback.
+
+   Burning never uses readers, nor the ticket topic: pulsar-lite keeps every reader's subscription
+   after the reader closes, lists each in ``/metrics`` and walks them on every send to their topic,
+   and a reader from the earliest message is sent the topic's whole backlog.  Burnt with readers on
+   the ticket topic, a broker that had seen a few hundred daemons start spent more CPU on those
+   dead subscriptions (4 MB of ``/metrics`` per scrape, hundreds of tickets pushed to every reader)
+   than on everything else; one subscription per burn, on a topic that never holds a message,
+   costs it nothing.
 
 Only long-lived clients (daemons) move: a short command (``inflight``, ``dlq list``) keeps block 0,
 which no daemon takes, so it starts in well under a second (burning cost it 0.5 s on average and up
@@ -36,6 +44,7 @@ import random
 import socket
 import struct
 import threading
+import uuid
 from urllib.parse import urlsplit
 
 import _pulsar
@@ -45,6 +54,8 @@ _log = logging.getLogger(__name__)
 
 #: Where tickets are taken: one message per client that consumes (pulsar-lite only).
 TICKET_TOPIC = "persistent://public/default/__pulsar_lite_consumer_id_tickets"
+#: Where ids are burnt: subscriptions only, never a message.
+BURN_TOPIC = "persistent://public/default/__pulsar_lite_consumer_id_burn"
 #: Ids a process may use before it reaches the next block.
 BLOCK_SIZE = 32
 #: Blocks tickets are spread over: at most ``(BLOCKS - 1) * BLOCK_SIZE`` ids burnt by one client.
@@ -182,22 +193,30 @@ class ConsumerIds:
             producer.close()
 
     def _burn(self, count: int) -> None:
-        """``count`` readers created together and closed: ``count`` consumer ids used up."""
+        """``count`` consumers subscribed together on a subscription of their own, then closed and the
+        subscription dropped: ``count`` consumer ids used up (a refused subscribe uses its id too)."""
         done = threading.Semaphore(0)
-        readers: list[object] = []
+        consumers: list[object] = []
 
-        def created(result: object, reader: object) -> None:
-            readers.append((result, reader))
+        def subscribed(result: object, consumer: object) -> None:
+            consumers.append((result, consumer))
             done.release()
 
-        conf = _pulsar.ReaderConfiguration()
+        conf = _pulsar.ConsumerConfiguration()
+        conf.consumer_type(_pulsar.ConsumerType.Shared)  # many consumers of one client on one subscription
+        subscription = f"id-burn-{uuid.uuid4().hex[:12]}"  # its own: no other process's ids to meet
         for _ in range(count):
-            self._client._client.create_reader_async(  # noqa: SLF001 - the async call the Python API lacks
-                TICKET_TOPIC, _pulsar.MessageId.earliest, conf, created)
+            self._client._client.subscribe_async(  # noqa: SLF001 - the async call the Python API lacks
+                BURN_TOPIC, subscription, conf, subscribed)
         for _ in range(count):
             done.acquire()
-        for result, reader in readers:  # type: ignore[misc]
-            if result == pulsar.Result.Ok:
-                reader.close()  # type: ignore[attr-defined]
+        subscribed_ok = [consumer for result, consumer in consumers if result == pulsar.Result.Ok]  # type: ignore[misc]
+        for consumer in subscribed_ok[1:]:
+            consumer.close()  # type: ignore[attr-defined]
+        if subscribed_ok:
+            try:
+                subscribed_ok[0].unsubscribe()  # type: ignore[attr-defined]
+            except Exception:  # noqa: BLE001 - the ids are burnt either way; a kept subscription costs little
+                subscribed_ok[0].close()  # type: ignore[attr-defined]
         self.burnt += count
         _log.debug("pulsar-lite: %d consumer ids skipped (%d in all)", count, self.burnt)

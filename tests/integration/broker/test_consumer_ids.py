@@ -12,7 +12,7 @@ import uuid
 import pulsar
 import pytest
 
-from deletion_service.broker.consumer_ids import BLOCK_SIZE, server_version
+from deletion_service.broker.consumer_ids import BLOCK_SIZE, BURN_TOPIC, TICKET_TOPIC, server_version
 from deletion_service.broker.pulsar_client import PulsarBrokerClient
 from tests.support.harness import PulsarLiteBroker, free_port
 
@@ -75,3 +75,32 @@ def test_the_workaround_recognises_pulsar_lite_and_nothing_else(pulsar_broker: P
         assert not client.keeps_partition_metadata()
     finally:
         client.close()
+
+
+def _subscriptions_on(broker: PulsarLiteBroker, topic: str) -> set[str]:
+    """The subscriptions pulsar-lite lists for ``topic`` in ``/metrics`` (it keeps closed readers' too)."""
+    name = topic.rsplit("/", 1)[1]
+    found = set()
+    for line in broker.metrics_text().splitlines():
+        if line.startswith("pulsar_subscription_consumers_count{") and f'topic="{name}"' in line:
+            found.add(line.split('subscription="', 1)[1].split('"', 1)[0])
+    return found
+
+
+def test_burning_ids_leaves_at_most_one_subscription_per_client_and_none_on_the_ticket_topic(
+        pulsar_broker: PulsarLiteBroker) -> None:
+    """pulsar-lite keeps a closed reader's subscription, lists it in /metrics and walks it on every
+    send: burning a daemon's hundreds of ids must leave nothing behind that grows with them."""
+    tickets_before = _subscriptions_on(pulsar_broker, TICKET_TOPIC)
+    burn_before = _subscriptions_on(pulsar_broker, BURN_TOPIC)
+    clients = [PulsarBrokerClient(pulsar_broker.service_url, operation_timeout_s=3) for _ in range(3)]
+    try:
+        for client in clients:
+            client.consumer([_topic()], "mine", receiver_queue_size=10)
+        burnt = sum(c._consumer_ids.burnt for c in clients)  # noqa: SLF001 - what the workaround did
+        assert burnt >= 3 * BLOCK_SIZE, burnt
+        assert _subscriptions_on(pulsar_broker, TICKET_TOPIC) == tickets_before
+        assert len(_subscriptions_on(pulsar_broker, BURN_TOPIC) - burn_before) <= len(clients)
+    finally:
+        for c in clients:
+            c.close()
