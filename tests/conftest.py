@@ -129,16 +129,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Each test is marked with its tier, the folder under tests/ it lives in (``-m "not soak"``).
 
     For ``-n`` runs (``--dist loadgroup``): a module whose tests share a module-scoped fixture of
-    its own is one ``xdist_group``, and modules holding a ``slow`` or soak test come first, so the
+    its own is one ``xdist_group``, so are all the modules using the session's ``spark`` (a JVM
+    costs about 20 s of CPU to start and warm), and modules holding a ``slow`` or soak test come first, so the
     longest tests start while the rest fill the other workers instead of running alone at the end.
     """
     here = Path(__file__).parent
     slow_modules: set[Path] = set()
+    spark_modules = {item.path for item in items if "spark" in getattr(item, "fixturenames", ())}
     for item in items:
         parts = item.path.relative_to(here).parts if item.path.is_relative_to(here) else ()
         if parts and parts[0] in TIERS:
             item.add_marker(parts[0])
-        if _own_module_fixture(item):
+        if item.path in spark_modules:  # one worker starts the session's Spark JVM, not every worker
+            item.add_marker(pytest.mark.xdist_group("spark-session"))
+        elif _own_module_fixture(item):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
         if item.get_closest_marker("slow") or item.get_closest_marker("soak"):
             slow_modules.add(item.path)

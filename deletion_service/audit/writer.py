@@ -58,18 +58,19 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deletion_service.audit import record, trail
 from deletion_service.audit.publish import TopicCopy, audit_topic
 from deletion_service.audit.record import Entry
 from deletion_service.broker.interface import BrokerClient
 from deletion_service.config import DeletionConfig
-from deletion_service.delete_phase.consumer.disposer import RecordsNotWritten
-from deletion_service.delete_phase.consumer.worker import Settled
 from deletion_service.delete_phase.rules.decision import Action
 from deletion_service.delete_phase.rules.outward import outward
 from deletion_service.protocol.request import PendingDeleteLedgerInfo
+
+if TYPE_CHECKING:
+    from deletion_service.delete_phase.consumer.worker import Settled
 
 _log = logging.getLogger(__name__)
 
@@ -118,10 +119,9 @@ class AuditWriter:
     # ---- the hooks
 
     def on_settled(self, settled: Sequence[Settled]) -> None:
-        """The worker's hook (``Hooks.record``): one record per message of a batch it settles,
-        undecodable ones included, appended together before any of them is acked.  Raises
-        :class:`RecordsNotWritten` when the trail refuses them: those messages stay unacked, and the
-        worker deletes nothing more until a record is written again (said at ERROR once a minute)."""
+        """The worker's hook (``Hooks.record``): one record per message of a batch it settles, undecodable
+        ones included, appended together before any is acked.  Raises :class:`RecordsNotWritten` when the
+        trail refuses them: those stay unacked, and nothing more is deleted until a record is written."""
         entries = [Entry.of(s.request, s.action, s.outcome, s.message) for s in settled]
         written: list[tuple[dict[str, Any], str]] = []
         try:
@@ -134,6 +134,7 @@ class AuditWriter:
                 self._refused_said_at = now
                 _log.error("%s: %d record(s) not written; their requests stay unacked and are recorded once it "
                            "can be, and nothing more is deleted until then", why, len(entries) - len(written))
+            from deletion_service.delete_phase.consumer.disposer import RecordsNotWritten  # dlq commands skip it
             raise RecordsNotWritten(len(written), why) from e
         self._publish(written)
         if self._refused_said_at is not None:
