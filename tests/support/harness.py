@@ -51,7 +51,8 @@ def wait_until(check: Callable[[], bool], timeout: float, what: str, proc: subpr
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with {proc.returncode} before it was ready\n{_tail(log_path)}")
+            raise RuntimeError(f"{what} exited with {proc.returncode} before it was ready\n"
+                               f"{_tail(log_path) or _piped_words(proc)}")
         if check():
             return
         time.sleep(interval)
@@ -69,6 +70,31 @@ def poll(check: Callable[[], bool], timeout: float, interval: float = 0.05) -> b
         if left <= 0:
             return False
         time.sleep(min(interval, left))
+
+
+def communicate_or_show_stacks(proc: subprocess.Popen, timeout: float) -> tuple[str, str]:
+    """``proc.communicate(timeout)``; if it has not exited by then, SIGABRT makes it print every
+    thread's stack (start it with ``PYTHONFAULTHANDLER=1``) and the failure shows where it hangs."""
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        out, err = proc.communicate(timeout=30)
+        raise AssertionError(f"still running {timeout:g} s later; its threads then:\n{(err or '')[-8000:]}") from None
+
+
+def _piped_words(proc: subprocess.Popen, limit: int = 4000) -> str:
+    """What an exited process wrote to the pipes its starter gave it (the end of it): its reason to
+    exit, where it has no log file of its own."""
+    words = []
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None and not pipe.closed:
+            try:
+                text = pipe.read()
+            except (OSError, ValueError):
+                continue
+            words.append(text.decode(errors="replace") if isinstance(text, bytes) else text)
+    return "".join(words)[-limit:]
 
 
 def _tail(path: Path | None, lines: int = 40) -> str:

@@ -5,6 +5,7 @@ read-only commands that never create what they were pointed at."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -17,7 +18,7 @@ import pytest
 
 from deletion_service.embedded.broker import EmbeddedBroker, port_answers
 from tests.support.cli_runner import run_cli
-from tests.support.harness import free_port, wait_until
+from tests.support.harness import communicate_or_show_stacks, free_port, wait_until
 
 ENV_NAMES = ("LEDGER_DELETION_METADATA_STORE", "LEDGER_DELETION_BOOKKEEPER_METADATA_STORE",
              "LEDGER_DELETION_BROKER_URL", "LEDGER_DELETION_WEB_SERVICE_URL", "LEDGER_DELETION_DATA_DIR")
@@ -79,13 +80,14 @@ def test_ctrl_c_during_start_up_is_one_line_and_130(delay: float) -> None:
 def test_ctrl_c_in_demo_says_what_was_left_where(tmp_path: Path) -> None:
     data_dir = tmp_path / "demo-data"
     proc = subprocess.Popen([sys.executable, "-m", "deletion_service.cli.main", "demo", "--data-dir", str(data_dir)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONFAULTHANDLER": "1"})
     broker = EmbeddedBroker(data_dir)
     # once its broker answers, the demo owns it (Ctrl-C while the broker starts)
     wait_until(lambda: (info := broker.read_info()) is not None and port_answers(info.port), 60, "the demo's broker",
                proc)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    _, err = communicate_or_show_stacks(proc, 60)
     assert proc.returncode == 130, err
     lines = [line for line in err.splitlines() if line.strip() and not line.startswith((" ", "⠋"))]
     assert "Traceback" not in err
