@@ -46,9 +46,19 @@ class BrokerInfo:
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` ports free now, all different: each is held bound until all are chosen (two calls in
+    a row may be given the same port back once the first is closed)."""
+    with contextlib.ExitStack() as held:
+        ports = []
+        for _ in range(count):
+            s = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            s.bind(("127.0.0.1", 0))
+            ports.append(int(s.getsockname()[1]))
+        return ports
 
 
 def port_answers(port: int) -> bool:
@@ -227,7 +237,8 @@ class EmbeddedBroker:
     def _start_locked(self, port: int | None = None, metrics_port: int | None = None) -> BrokerInfo:
         self._make_broker_dir()
         db_lock.wait_free(self.db_path)  # the broker just stopped may still be letting go of it
-        port, metrics_port = port or free_port(), metrics_port or free_port()
+        chosen = free_ports(2)
+        port, metrics_port = port or chosen[0], metrics_port or chosen[1]
         proc = spawn(self.broker_dir, port, metrics_port)
         info = BrokerInfo(proc.pid, f"pulsar://127.0.0.1:{port}", f"http://127.0.0.1:{metrics_port}/metrics")
         self.info_path.write_text(json.dumps(asdict(info)) + "\n")  # before it answers: a kill now leaves a trace

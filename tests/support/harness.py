@@ -38,8 +38,42 @@ def debian_tool(name: str) -> str | None:
     return str(path) if path.is_file() else None
 
 
-free_port = embedded_broker.free_port
 port_answers = embedded_broker.port_answers
+
+#: Ports the suite's own servers and daemons listen on come from a band of 1,000 a test process
+#: (xdist worker), below the kernel's ephemeral range: a port chosen by a test is then never handed
+#: to another worker, nor to an outgoing connection or a product's own ``bind(0)`` (its embedded
+#: broker), in the second or two before the process it was chosen for binds it.
+PORT_BAND_START, PORT_BAND_SIZE = 20000, 1000
+_next_in_band: list[int] = []
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def free_port() -> int:
+    """A port free now, from this test process's band (see :data:`PORT_BAND_START`); the kernel's
+    choice where the band would reach the ephemeral range (more workers than bands)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    start = PORT_BAND_START + (int(worker) if worker.isdigit() else 0) * PORT_BAND_SIZE
+    if start + PORT_BAND_SIZE > _ephemeral_low():
+        return embedded_broker.free_port()
+    if not _next_in_band:
+        _next_in_band.append(start + os.getpid() % PORT_BAND_SIZE)  # two runs at once start apart
+    for _ in range(PORT_BAND_SIZE):
+        port = start + (_next_in_band[0] - start) % PORT_BAND_SIZE
+        _next_in_band[0] = port + 1
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # in use (a server of an earlier test, another run's)
+            return port
+    return embedded_broker.free_port()
 
 
 def wait_until(check: Callable[[], bool], timeout: float, what: str, proc: subprocess.Popen | None = None,
