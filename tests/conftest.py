@@ -129,9 +129,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Each test is marked with its tier, the folder under tests/ it lives in (``-m "not soak"``).
 
     For ``-n`` runs (``--dist loadgroup``): a module whose tests share a module-scoped fixture of
-    its own is one ``xdist_group``, so are all the modules using the session's ``spark`` (a JVM
-    costs about 20 s of CPU to start and warm), and modules holding a ``slow`` or soak test come first, so the
-    longest tests start while the rest fill the other workers instead of running alone at the end.
+    its own is one ``xdist_group``, and so are all the modules using the session's ``spark`` (its
+    JVM costs about 20 s of CPU to start and warm: one worker starts it, not each).  Modules holding
+    a ``slow`` or soak test come first, so the longest tests start while the rest fill the other
+    workers instead of running alone at the end.
     """
     here = Path(__file__).parent
     slow_modules: set[Path] = set()
