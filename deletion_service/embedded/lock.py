@@ -45,13 +45,16 @@ class DataDirLock:
         fd = self._open()
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self._own(fd)
         except OSError as e:
-            os.close(fd)
+            self._close_unless_ours(fd)
             if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
                 raise UserError(f"{what} already runs on data dir {self.path.parent} (pid {self.holder()}); "
                                 "stop it first, or choose another --data-dir") from None
             raise
-        self._own(fd)
+        except BaseException:  # Ctrl-C between taking it and owning it
+            self._close_unless_ours(fd)
+            raise
 
     def held_elsewhere(self) -> str | None:
         """The holder's pid when another process holds the lock (probed without waiting), else None."""
@@ -70,14 +73,18 @@ class DataDirLock:
 
     @contextlib.contextmanager
     def hold(self) -> Iterator[None]:
-        """Wait for the lock (another command's find-or-start takes seconds at most)."""
+        """Wait for the lock (another command's find-or-start takes seconds at most).
+
+        A Ctrl-C at any moment leaves it free: taken but not yet ours, its descriptor was lost and
+        the lock stayed held by this very process, so the broker's stop on the way out waited for
+        it for ever (a demo interrupted as its broker started hung so)."""
         fd = self._open()
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        self._own(fd)
         try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self._own(fd)
             yield
         finally:
-            self.release()
+            self._close_unless_ours(fd)
 
     def release(self) -> None:
         if self._fd is not None:
@@ -94,9 +101,16 @@ class DataDirLock:
             raise UserError(f"cannot create {self.path}: permission denied; choose another --data-dir") from e
 
     def _own(self, fd: int) -> None:
+        self._fd = fd  # first: from here on release() drops it, whatever interrupts the rest
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        self._fd = fd
+
+    def _close_unless_ours(self, fd: int) -> None:
+        """Close a descriptor this lock did not come to own (closing drops a flock just taken)."""
+        if self._fd == fd:
+            self.release()
+        else:
+            os.close(fd)
 
     def __del__(self) -> None:  # a forgotten lock is dropped with its object, as with a file
         self.release()
