@@ -47,13 +47,13 @@ class DataDirLock:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             self._own(fd)
         except OSError as e:
-            self._close_unless_ours(fd)
+            self._let_go(fd)
             if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
                 raise UserError(f"{what} already runs on data dir {self.path.parent} (pid {self.holder()}); "
                                 "stop it first, or choose another --data-dir") from None
             raise
         except BaseException:  # Ctrl-C between taking it and owning it
-            self._close_unless_ours(fd)
+            self._let_go(fd)
             raise
 
     def held_elsewhere(self) -> str | None:
@@ -84,7 +84,7 @@ class DataDirLock:
             self._own(fd)
             yield
         finally:
-            self._close_unless_ours(fd)
+            self._let_go(fd)
 
     def release(self) -> None:
         if self._fd is not None:
@@ -105,8 +105,9 @@ class DataDirLock:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
 
-    def _close_unless_ours(self, fd: int) -> None:
-        """Close a descriptor this lock did not come to own (closing drops a flock just taken)."""
+    def _let_go(self, fd: int) -> None:
+        """Drop whatever ``fd`` took: release it if it was recorded as ours, else close it (closing
+        drops a flock taken but not yet recorded)."""
         if self._fd == fd:
             self.release()
         else:

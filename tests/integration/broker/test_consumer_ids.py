@@ -15,6 +15,7 @@ import pytest
 from deletion_service.broker.consumer_ids import BLOCK_SIZE, BURN_TOPIC, TICKET_TOPIC, server_version
 from deletion_service.broker.pulsar_client import PulsarBrokerClient
 from tests.support.harness import PulsarLiteBroker, free_port
+from tests.support.metrics_scrape import label_values
 
 
 def _topic() -> str:
@@ -79,12 +80,8 @@ def test_the_workaround_recognises_pulsar_lite_and_nothing_else(pulsar_broker: P
 
 def _subscriptions_on(broker: PulsarLiteBroker, topic: str) -> set[str]:
     """The subscriptions pulsar-lite lists for ``topic`` in ``/metrics`` (it keeps closed readers' too)."""
-    name = topic.rsplit("/", 1)[1]
-    found = set()
-    for line in broker.metrics_text().splitlines():
-        if line.startswith("pulsar_subscription_consumers_count{") and f'topic="{name}"' in line:
-            found.add(line.split('subscription="', 1)[1].split('"', 1)[0])
-    return found
+    return label_values(broker.metrics_text(), "pulsar_subscription_consumers_count", "subscription",
+                        topic=topic.rsplit("/", 1)[1])
 
 
 def test_burning_ids_leaves_at_most_one_subscription_per_client_and_none_on_the_ticket_topic(
