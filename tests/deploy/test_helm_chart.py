@@ -10,6 +10,7 @@ read by the daemon's own config loader; the containers' arguments by the real CL
 from __future__ import annotations
 
 import copy
+import importlib
 import json
 import subprocess
 import sys
@@ -22,8 +23,6 @@ import yaml
 
 from deletion_service.config import DeletionConfig, load_config
 from tests.support.helm_chart import ALL_ON, CHART, ROOT, helm, kubernetes_validate, render
-
-operator = pytest.importorskip("cloudcoil.models.prometheus_operator.v1")
 
 RULES = ROOT / "deploy" / "prometheus" / "ledger-deletion-alerts.yml"
 KUBE_VERSION = "1.29"  # the oldest minor the schemas are checked against; the chart asks for >= 1.25
@@ -87,7 +86,9 @@ def test_all_options_on_adds_the_operator_objects(all_on: dict[str, dict]) -> No
 def _validate_strictly(objects: dict[str, dict]) -> None:
     for kind, obj in objects.items():
         if obj["apiVersion"].startswith("monitoring.coreos.com/"):
-            model = getattr(operator, kind)
+            # imported here: the module builds about 4,000 models (3 s), which every test process
+            # collecting this file would pay, not just the one that runs these tests
+            model = getattr(importlib.import_module("cloudcoil.models.prometheus_operator.v1"), kind)
             # the models ignore unknown fields: a round trip that loses one is a failure
             assert model.model_validate(obj).model_dump(by_alias=True, exclude_none=True, mode="json") == obj, kind
         else:
