@@ -39,7 +39,7 @@ def _trail_locked(daemon: Replica) -> Iterator[None]:
 def test_sigterm_ends_the_daemon_in_time_while_another_process_holds_its_audit_lock(world: DeleteProcessWorld) -> None:
     daemon = draining(world)
     with _trail_locked(daemon):
-        wait_until(lambda: len(unrecorded(world)) > 0, 10, "a batch deleted that the daemon cannot record")
+        wait_until(lambda: len(unrecorded(world)) > 0, 60, "a batch deleted that the daemon cannot record")
         seconds, code = sigterm_seconds(daemon, bound=22)
         assert len(unrecorded(world)) <= BATCH, sorted(unrecorded(world))
     assert seconds <= 20, (seconds, code, log(world, daemon)[-1500:])
@@ -50,7 +50,7 @@ def test_a_daemon_that_cannot_record_deletes_no_further_batch(world: DeleteProce
     a SIGKILL then leaves only that batch unrecorded (its requests are recorded ``absent`` after)."""
     daemon = draining(world)
     with _trail_locked(daemon):
-        wait_until(lambda: len(unrecorded(world)) > 0, 10, "a batch deleted that the daemon cannot record")
+        wait_until(lambda: len(unrecorded(world)) > 0, 60, "a batch deleted that the daemon cannot record")
         left = len(world.left())
         time.sleep(2)  # what must not happen (more deletes) would happen now: no event says it did not
         assert len(world.left()) == left

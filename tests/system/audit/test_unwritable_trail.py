@@ -59,7 +59,7 @@ def test_a_one_process_daemon_that_cannot_write_its_trail_deletes_no_further_bat
     with immutable(files[-1]):
         found = _unrecorded_past(world, BATCH, within_s=5)
         assert len(found) <= BATCH, (len(found), len(world.left()))
-        wait_until(lambda: not daemon.ready(), 10, "/readyz failing while the trail refuses records")
+        wait_until(lambda: not daemon.ready(), 60, "/readyz failing while the trail refuses records")
         still_there = world.left()[0]
         assert _admin_delete(daemon, world.topic, still_there) == 503  # the admin API's door is shut too
         assert still_there in world.left()
@@ -98,6 +98,6 @@ def test_an_idle_daemon_whose_trail_refuses_deletes_nothing_through_the_admin_ap
         assert _admin_delete(daemon, world.topic, second) == 503
         assert {first, second} <= set(world.left()), "nothing deleted while the trail refuses"
     assert _admin_delete(daemon, world.topic, first) == 200
-    wait_until(lambda: world.deletions().get(first) == 1, 10, "the admin delete recorded")
+    wait_until(lambda: world.deletions().get(first) == 1, 60, "the admin delete recorded")
     assert first not in world.left() and second in world.left()
     assert unrecorded(world) == set()

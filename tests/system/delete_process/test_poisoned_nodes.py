@@ -49,9 +49,9 @@ def test_one_poisoned_znode_does_not_fail_its_batch(world: DeleteProcessWorld, m
     _poisoned_znode(world, POISON)
     innocent = world.orphans(30)
     world.enqueue([POISON, *innocent])
-    wait_until(lambda: bool(settled(world, POISON)), 15, "the poisoned request settled")
+    wait_until(lambda: bool(settled(world, POISON)), 60, "the poisoned request settled")
     # a loaded machine may split the requests over more than one batch: each innocent one settles in its own
-    wait_until(lambda: all(settled(world, lid) for lid in innocent), 30, "every innocent request settled")
+    wait_until(lambda: all(settled(world, lid) for lid in innocent), 60, "every innocent request settled")
     outcomes = {lid: settled(world, lid) for lid in innocent}
     assert all(o == ["deleted"] for o in outcomes.values()), (outcomes, log(world, daemon)[-3000:])
     assert not world.left()
@@ -91,9 +91,9 @@ def test_one_poisoned_cursor_node_does_not_fail_the_batches_it_is_in(world: Dele
                       "ledgerType": "LEDGER", "ledgerId": victim, "reason": "orphan"},
                      *({"topicName": world.topic, "ledgerComponent": "MANAGED_LEDGER", "ledgerType": "LEDGER",
                         "ledgerId": lid, "reason": "orphan"} for lid in innocent)])
-    wait_until(lambda: bool(settled(world, victim)), 20, "the poisoned topic's request settled")
+    wait_until(lambda: bool(settled(world, victim)), 60, "the poisoned topic's request settled")
     assert settled(world, victim) == ["reconsumed"]
     # the poisoned request's batch settles it; the innocent ones may be in that batch or later ones
-    wait_until(lambda: all(settled(world, lid) for lid in innocent), 30, "every innocent request settled")
+    wait_until(lambda: all(settled(world, lid) for lid in innocent), 60, "every innocent request settled")
     outcomes = {lid: settled(world, lid) for lid in innocent}
     assert all(o == ["deleted"] for o in outcomes.values()), (outcomes, log(world, daemon)[-3000:])
