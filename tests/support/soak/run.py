@@ -59,6 +59,8 @@ TARGET = {
 }
 assert set(TARGET) == set(POINTS), "a failpoint the soak does not know how to reach"
 REQUEST_TOPIC = "persistent://pulsar/system/__soak_deletion"
+#: A random kill waits this long for its target (a running trim; the broker with its daemon ready).
+KILLABLE_WITHIN_S = 60.0
 GRACE_S = 15  # twoPhaseDeletionInUseGraceSeconds: far above a trim's send-to-write time, even here
 FAILPOINT_WAIT_S = 60  # a failpoint not reached by then is reported uncovered (this time), not waited for
 
@@ -318,21 +320,33 @@ class Soak:
             self.record.kills[fault] += 1
             self._restart_daemon(daemon, fault, None)
         elif target == "trim":
-            index = self.trims.count()
-            deadline = time.monotonic() + 30
-            while not self.trims.kill_current() and time.monotonic() < deadline:
-                time.sleep(0.05)
-            killed = None
-            while killed is None and time.monotonic() < deadline + 120:
-                killed = next((o for o in self.trims.since(index) if o.code == KILLED), None)
-                time.sleep(0.05)
+            killed = self._kill_a_trim()
             if killed is not None:
                 self.record.kills[fault] += 1
                 self._trim_recovery(fault, killed)
+            else:
+                self.record.note(f"{fault}: no trim was killed within {KILLABLE_WITHIN_S:.0f} s")
         elif self.fleet.replicated:
             self._kill_external_broker(fault)
         else:
             self._kill_broker(fault)
+
+    def _kill_a_trim(self) -> TrimOutcome | None:
+        """SIGKILL the running trim, and the next one if the signal found it exiting on its own (a slow
+        machine starts fewer trims a second, and each may finish as it is signalled); its outcome."""
+        deadline = time.monotonic() + KILLABLE_WITHIN_S
+        while time.monotonic() < deadline:
+            index = self.trims.count()
+            if not self.trims.kill_current():
+                time.sleep(0.05)
+                continue
+            reaped = time.monotonic() + 120
+            while not self.trims.since(index) and time.monotonic() < reaped:
+                time.sleep(0.05)
+            killed = next((o for o in self.trims.since(index) if o.code == KILLED), None)
+            if killed is not None:
+                return killed
+        return None
 
     def _kill_external_broker(self, fault: str) -> None:
         """The replicas' one broker, SIGKILLed and restarted on its ports by the soak (as Kubernetes
@@ -361,9 +375,13 @@ class Soak:
         """The daemon's supervisor restarts its broker: recovery is until a new broker runs and
         the daemon's /readyz says 200 again (no daemon restart)."""
         daemon = self.daemons[0]
-        old = broker_pids(self.cli.data_dir)
-        if not old or not daemon.ready():
-            return
+        # the broker may be restarting, or the daemon not ready yet (a loaded machine): wait for both
+        ready_by = time.monotonic() + KILLABLE_WITHIN_S
+        while not ((old := broker_pids(self.cli.data_dir)) and daemon.ready()):
+            if time.monotonic() > ready_by:
+                self.record.note(f"{fault}: no broker with a ready daemon to kill within {KILLABLE_WITHIN_S:.0f} s")
+                return
+            time.sleep(0.1)
         t0 = time.monotonic()
         for pid in old:
             os.kill(pid, signal.SIGKILL)
