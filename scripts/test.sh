@@ -46,9 +46,10 @@ env -u PYTHONDONTWRITEBYTECODE $py -m pytest -p no:cacheprovider --collect-only 
 set +e
 # Six processes on two cores: the tests mostly wait (on daemons, on the broker's statistics, on Spark),
 # so six keep about 1.8 cores busy where two kept 1.2 (pytest alone, measured on one machine: 10.9 min
-# with four, 10.2 with six).  Each has its own session servers (ZooKeeper, pulsar-lite, moto_server) and a chroot or namespace
-# per test; `-n 0` as an argument runs in one process.  loadgroup keeps a module that shares a
-# module-scoped fixture of its own on one worker (tests/conftest.py), and starts the slowest modules first.
+# with four, 10.2 with six).  Each has its own session servers (ZooKeeper, pulsar-lite, moto_server)
+# and a chroot or namespace per test; `-n 0` as an argument runs in one process.  loadgroup keeps a
+# module that shares a module-scoped fixture of its own on one worker (tests/conftest.py), and starts
+# the slowest modules first.
 $py -m pytest -p no:cacheprovider -n 6 --dist loadgroup "$@"
 rc=$?
 wait "$typecheck_pid"

@@ -340,9 +340,7 @@ class Soak:
             if not self.trims.kill_current():
                 time.sleep(0.05)
                 continue
-            reaped = time.monotonic() + 120
-            while not self.trims.since(index) and time.monotonic() < reaped:
-                time.sleep(0.05)
+            poll(lambda i=index: bool(self.trims.since(i)), 120)  # the signalled trim reaped
             killed = next((o for o in self.trims.since(index) if o.code == KILLED), None)
             if killed is not None:
                 return killed
