@@ -179,6 +179,15 @@ class ServerProcess:
     def kill(self) -> None:
         self.stop(signal.SIGKILL)
 
+    def _await_ready(self, check: Callable[[], bool], timeout: float, what: str) -> None:
+        """``wait_until`` on this process; if it fails, the process is stopped: a server that never
+        became ready must not outlive the test that started it (no fixture holds it yet)."""
+        try:
+            wait_until(check, timeout, what, self.proc, self.log_path)
+        except BaseException:
+            self.stop()
+            raise
+
     def log_tail(self, lines: int = 40) -> str:
         return _tail(self.log_path, lines)
 
@@ -208,12 +217,12 @@ class ZooKeeperServer(ServerProcess):
         cfg.write_text(
             "tickTime=500\ninitLimit=10\nsyncLimit=5\n"
             f"dataDir={data}\nclientPort={self.port}\nclientPortAddress=127.0.0.1\n"
-            "admin.enableServer=false\n4lw.commands.whitelist=srvr,ruok,mntr\n"
+            "admin.enableServer=false\n4lw.commands.whitelist=srvr,ruok,mntr,conf\n"
             "maxClientCnxns=200\n"
         )
         self._spawn(["java", "-Xmx256m", "-cp", ":".join(ZOOKEEPER_JARS),
                      "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(cfg)])
-        wait_until(self.serving, 30, "ZooKeeper", self.proc, self.log_path)
+        self._await_ready(lambda: self.serving() and self._is_ours(), 30, "ZooKeeper")
         return self
 
     def serving(self) -> bool:
@@ -222,15 +231,25 @@ class ZooKeeperServer(ServerProcess):
         Not ``ruok``: ZooKeeper answers ``imok`` as soon as its client port is bound, before its
         database is loaded; until then it closes every session it is offered, and a client backing
         off between attempts can spend its whole connect timeout on that gap."""
+        return b"\nMode: " in self._ask(b"srvr")
+
+    def _is_ours(self) -> bool:
+        """Whether the server on our port keeps its data in our ``dataDir`` (``conf`` says): a port
+        taken by another suite's ZooKeeper between choosing it and binding it would otherwise pass
+        for ours, while ours exits for want of it."""
+        return f"dataDir={self.workdir / 'data'}".encode() in self._ask(b"conf")
+
+    def _ask(self, command: bytes) -> bytes:
+        """A four-letter word's reply; empty when the port does not answer."""
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=0.3) as s:
-                s.sendall(b"srvr")
+                s.sendall(command)
                 reply = b""
                 while chunk := s.recv(4096):
                     reply += chunk
         except OSError:
-            return False
-        return b"\nMode: " in reply
+            return b""
+        return reply
 
 
 class PulsarLiteBroker(ServerProcess):
@@ -277,7 +296,7 @@ class MotoS3Server(ServerProcess):
         self.port = self.port or free_port()
         self._spawn([str(venv_tool("moto_server")), "-H", "127.0.0.1", "-p", str(self.port)],
                     env={"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"})
-        wait_until(self._answers, 30, "moto_server", self.proc, self.log_path)
+        self._await_ready(self._answers, 30, "moto_server")
         return self
 
     def _answers(self) -> bool:
