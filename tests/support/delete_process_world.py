@@ -231,10 +231,16 @@ def signal_group(replica: Replica, sig: int) -> float:
     return time.monotonic()
 
 
+def backlog_by_topic(world: ReplicaWorld, broker: PulsarLiteBroker) -> dict[str, int]:
+    """Topic → requests the broker holds unacknowledged on it, for ``world``'s topics (partitions and
+    RETRY), from one snapshot of its metrics."""
+    counts = parse_backlog_metrics(broker.metrics_text(), "ledger-deletion")
+    return {topic: n for topic, n in counts.items() if f"__ld_{world.tag}" in topic}
+
+
 def backlog(world: ReplicaWorld, broker: PulsarLiteBroker) -> int:
     """Requests of ``world``'s topics (partitions and RETRY) the broker holds unacknowledged, by its metrics."""
-    counts = parse_backlog_metrics(broker.metrics_text(), "ledger-deletion")
-    return sum(n for topic, n in counts.items() if f"__ld_{world.tag}" in topic)
+    return sum(backlog_by_topic(world, broker).values())
 
 
 def wait_acked(world: ReplicaWorld, broker: PulsarLiteBroker, timeout: float = 60) -> None:

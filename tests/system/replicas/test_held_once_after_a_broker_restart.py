@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from deletion_service.inflight import parse_backlog_metrics
+from tests.support.delete_process_world import backlog_by_topic
 from tests.support.harness import PulsarLiteBroker, wait_until
 from tests.support.replica_tools import gauge, metrics
 from tests.support.replicas_world import ReplicaWorld
@@ -57,8 +57,7 @@ def _sum(world: ReplicaWorld, name: str) -> float:
 def _request_acked_retry_copy_unacked(world: ReplicaWorld, broker: PulsarLiteBroker) -> bool:
     """One snapshot of the broker's metrics shows the RETRY copy unacked and the request partitions
     empty: taken after the copy was published, so after the request was (the copy is made from it)."""
-    counts = {t: n for t, n in parse_backlog_metrics(broker.metrics_text(), "ledger-deletion").items()
-              if f"__ld_{world.tag}" in t}
+    counts = backlog_by_topic(world, broker)
     retry = sum(n for t, n in counts.items() if t.endswith("-RETRY"))
     return retry == 1 and sum(counts.values()) == retry
 
