@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import boto3
 import pulsar
+import pytest
 from kazoo.client import KazooClient
 
 from tests.support.harness import MotoS3Server, PulsarLiteBroker, ZooKeeperServer
@@ -22,6 +24,17 @@ def test_zookeeper_through_kazoo(zookeeper: ZooKeeperServer) -> None:
     finally:
         client.stop()
         client.close()
+
+
+def test_a_zookeeper_whose_port_another_holds_is_refused_not_taken_for_the_other(
+        zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+    """The harness's readiness asks the server on the port for its ``dataDir``: another suite's
+    ZooKeeper on the port chosen must not pass for the one just started (which exits for want of it)."""
+    second = ZooKeeperServer(tmp_path / "second")
+    with pytest.raises(RuntimeError, match="ZooKeeper"):
+        second.start(port=zookeeper.port)
+    assert second.proc is not None and second.proc.poll() is not None, "the refused server left running"
+    assert zookeeper.serving()
 
 
 def test_pulsar_lite_through_pulsar_client(pulsar_broker: PulsarLiteBroker) -> None:
