@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from deletion_service.broker.subscription_stats import parse_metrics
 from deletion_service.embedded.broker import EmbeddedBroker, alive, pids_serving, stop_pid
 from tests.support.cli_runner import run_cli
 from tests.support.daemon_ledgers import present, request_file, seed
@@ -55,6 +56,13 @@ class _Unchanged:
         if value != self.last:
             self.last, self.since = value, time.monotonic()
         return value > self.floor and time.monotonic() - self.since >= self.still_s
+
+
+def _handed_out(metrics_url: str) -> int:
+    """Requests the broker has handed to the daemon's consumers and not seen acknowledged (its metrics)."""
+    with urllib.request.urlopen(metrics_url, timeout=5) as r:
+        stats = parse_metrics(r.read().decode(), "ledger-deletion")
+    return sum(s.unacked or 0 for s in stats.values())
 
 
 def _stop(proc: subprocess.Popen) -> tuple[str, str]:
@@ -163,9 +171,14 @@ def test_acks_a_killed_broker_never_persisted_are_not_settled_twice(
         r = run_cli("enqueue", "--from-file", str(request_file(tmp_path / "r.jsonl", ids)),
                     "--data-dir", str(data_dir), timeout=60)
         assert r.returncode == 0, r.stderr
-        wait_until(lambda: present(url, ids) == [], 60, "the daemon to delete the ledgers", proc=proc)
         old = EmbeddedBroker(data_dir).read_info()
         assert old is not None
+        # Not "every ledger deleted" first: the first batch waits at its first ack and may hold only some
+        # of the 20 (a batch ends at the first gap in arrivals), the next waiting behind it.  The broker
+        # is frozen once it has handed all 20 to the daemon (no ack can have reached it: the first waits
+        # for the freeze); then every one is deleted from what the client holds, and acked into it.
+        wait_until(lambda: _handed_out(old.metricsUrl) == len(ids), 60,
+                   "the broker to hand every request to the daemon", proc=proc, interval=0.5)
         os.kill(old.pid, signal.SIGSTOP)
         unread_at_freeze = unread_bytes(old.pid)
         go.touch()
